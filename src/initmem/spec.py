@@ -22,6 +22,7 @@ OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon", "muon_orthogonal")
 SCHEDULES = ("cosine", "constant")
 DATASETS = ("cifar10", "synthetic")
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
+SYNTHETIC_TRAIN_SIZE = 2_000  # the synthetic data set's default training split
 
 
 class SpecError(ValueError):
@@ -92,7 +93,9 @@ class Recipe:
 
     @property
     def n_train(self) -> int:
-        return self.train_subset or TRAIN_SIZE
+        """Training images per epoch (K and the clocks are counted from this)."""
+        default = TRAIN_SIZE if self.dataset == "cifar10" else SYNTHETIC_TRAIN_SIZE
+        return self.train_subset or default
 
     @property
     def steps_per_epoch(self) -> int:
