@@ -148,10 +148,8 @@ class PackedNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (N, B, 3, H, W), one batch per run, or (B, 3, H, W) shared; -> (N, B, 10)."""
-        if x.dim() == 4:
-            x = x.repeat(1, self.n, 1, 1)
-        else:
-            x = x.transpose(0, 1).flatten(1, 2)
+        shared = x.dim() == 4
+        x = x.repeat(1, self.n, 1, 1) if shared else x.transpose(0, 1).flatten(1, 2)
         x = self.body(x)
         x = x.amax(dim=(2, 3)) if self.pool == "max" else x.mean(dim=(2, 3))
         return self.dense(x.view(x.shape[0], self.n, -1))
