@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from .errors import InputError
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("initmem.train", "train one pack of runs from a spec file"),
     "grid": ("initmem.grid", "expand a config into its runs and packs"),
@@ -36,4 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     command = argparse.ArgumentParser(prog=f"initmem {argv[0]}",
                                       description=COMMANDS[argv[0]][1])
     module.configure_parser(command)
-    return int(module.run(command.parse_args(argv[1:])) or 0)
+    args = command.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except InputError as err:
+        print(f"initmem {argv[0]}: error: {err}", file=sys.stderr)
+        return 2

@@ -41,6 +41,7 @@ from typing import Any
 
 import pandas as pd
 
+from .errors import InputError
 from .spec import Run
 
 SCHEMA_VERSION = 1
@@ -70,7 +71,7 @@ OUTCOME_COLUMNS: dict[str, str] = {
 }
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """A record file is missing, truncated, or does not follow the schema."""
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from .errors import InputError
+
 ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56", "resnet110")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon", "muon_orthogonal")
 SCHEDULES = ("cosine", "constant")
@@ -25,7 +27,7 @@ TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation
 SYNTHETIC_TRAIN_SIZE = 2_000  # the synthetic data set's default training split
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """A spec field has a value outside what is allowed; the message names both."""
 
 
