@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from initmem import data
 from initmem.data import (
     DataError,
+    as_float,
     augment,
     augment_packed,
     crop_flip,
@@ -25,7 +26,6 @@ from initmem.data import (
     run_generators,
     split_indices,
     synthetic_splits,
-    to_float,
 )
 from initmem.spec import Recipe
 
@@ -121,6 +121,8 @@ def test_missing_root_says_how_to_get_the_data(tmp_path):
     for part in (str(tmp_path / "nowhere" / data.FOLDER), "download",
                  f"make_cifar10_batches.py {tmp_path / 'nowhere'}", "synthetic"):
         assert part in message
+    with pytest.raises(DataError, match="needs a root folder"):
+        load_splits(recipe(), None)
 
 
 def test_missing_file_is_named(tmp_path):
@@ -174,10 +176,10 @@ def test_split_is_fixed_disjoint_and_complete():
     assert np.array_equal(train, again_train) and np.array_equal(val, again_val)
 
 
-def test_to_float_scales_to_unit_range():
+def test_as_float_scales_to_unit_range():
     x = torch.tensor([0, 51, 255], dtype=torch.uint8)
-    assert to_float(x).dtype == torch.float32
-    assert to_float(x).tolist() == pytest.approx([0.0, 0.2, 1.0])
+    assert as_float(x).dtype == torch.float32
+    assert as_float(x).tolist() == pytest.approx([0.0, 0.2, 1.0])
 
 
 def test_synthetic_set_shape_determinism_and_prefix():
@@ -191,7 +193,7 @@ def test_synthetic_set_shape_determinism_and_prefix():
 
 def test_synthetic_set_is_learnable_by_nearest_class_mean():
     (x, y), (vx, vy), _ = synthetic_splits()
-    train, val = to_float(x).flatten(1), to_float(vx).flatten(1)
+    train, val = as_float(x).flatten(1), as_float(vx).flatten(1)
     means = torch.stack([train[y == c].mean(0) for c in range(10)])
     accuracy = (torch.cdist(val, means).argmin(1) == vy).float().mean().item()
     assert accuracy > 0.5  # chance is 0.1
@@ -202,6 +204,9 @@ def test_load_splits_synthetic_follows_the_recipe():
     assert (len(s.train_y), len(s.val_y), len(s.test_y)) == (50, 10, 10)
     assert torch.equal(s.train_x, synthetic_splits(50, 10, 10)[0][0])
     assert s.source.startswith("synthetic")
+    default = load_splits(recipe(dataset="synthetic"), None)
+    assert (len(default.train_y), len(default.val_y), len(default.test_y)) == (2000, 500, 500)
+    assert len(default.train_y) == recipe(dataset="synthetic").n_train
 
 
 def test_crop_at_pad_offset_is_identity_and_flip_flips():

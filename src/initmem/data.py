@@ -2,7 +2,7 @@
 batched per-image augmentation, and the per-run random streams.
 
 Images are stored as uint8 (N, 3, 32, 32) on the device, a quarter of the memory of
-float32; `to_float` turns a batch into float32 pixels in [0, 1] (no mean/std
+float32; `as_float` turns a batch into float32 pixels in [0, 1] (no mean/std
 normalisation, as in the paper). Labels are int64.
 
 The fixed split: `numpy.random.RandomState(42).permutation(50_000)` of the training
@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from initmem.spec import Recipe
+from initmem.errors import InputError
+from initmem.spec import SYNTHETIC_TRAIN_SIZE, Recipe
 
 FOLDER = "cifar-10-batches-py"
 # Official MD5 sums, as torchvision's CIFAR10 lists them (copied to avoid importing
@@ -48,11 +49,12 @@ EVAL_SIZE = 10_000  # validation and test images
 PAD = 4  # reflect padding of the random crop
 STREAMS = ("init", "order", "augment")  # append only: a stream's seed depends on its index
 SYNTHETIC_SEED = 0
+SYNTHETIC_EVAL_SIZE = 500  # synthetic validation and test images unless eval_subset says
 SYNTHETIC_BLOCK = 500  # images generated per block: the first n never depend on the total
 SYNTHETIC_NUISANCE = 1.5  # class-free vs class pattern: nearest class mean ~90%, not 100%
 
 
-class DataError(RuntimeError):
+class DataError(InputError):
     """The data cannot be loaded; the message says which file or setting and what to do."""
 
 
@@ -69,22 +71,25 @@ class Splits:
     source: str  # provenance, e.g. "cifar10 (MD5 verified)"
 
 
-def to_float(x: Tensor) -> Tensor:
+def as_float(x: Tensor) -> Tensor:
     """A uint8 image batch as float32 pixels in [0, 1]."""
     return x.float().div_(255)
 
 
-def load_splits(recipe: Recipe, root: str | Path, *, download: bool = False,
+def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = False,
                 allow_unverified: bool = False, device: str | torch.device = "cpu") -> Splits:
     """The recipe's data set (cut to its subsets) as tensors on `device`.
 
     dataset "cifar10" reads `<root>/cifar-10-batches-py` (downloading it first when
-    `download`); "synthetic" generates `synthetic_splits` and ignores `root`.
+    `download`); "synthetic" generates `synthetic_splits` and ignores `root` (may be None).
     """
-    n_eval = recipe.eval_subset or EVAL_SIZE
-    if recipe.dataset == "synthetic":
+    synthetic = recipe.dataset == "synthetic"
+    n_eval = recipe.eval_subset or (SYNTHETIC_EVAL_SIZE if synthetic else EVAL_SIZE)
+    if synthetic:
         arrays = synthetic_splits(recipe.n_train, n_eval, n_eval)
         source = f"synthetic (seed {SYNTHETIC_SEED})"
+    elif root is None:
+        raise DataError("dataset cifar10 needs a root folder (config data.root, --data-root)")
     else:
         arrays, source = _cifar10_splits(Path(root), download, allow_unverified)
     cut = []
@@ -140,8 +145,8 @@ def _how_to_get(root: Path) -> str:
             "access), build a local copy from ../shared with `python3 ../shared/data/"
             f"make_cifar10_batches.py {root}` (then allow it with data.allow_unverified / "
             "--allow-unverified: its pixels went through JPEG), point the `root` setting "
-            "(config data.root) at an existing copy, or choose the synthetic data set "
-            "(recipe dataset: synthetic).")
+            "(config data.root, --data-root) at an existing copy, or choose the synthetic "
+            "data set (recipe dataset: synthetic).")
 
 
 def _unverified(folder: Path) -> list[str]:
@@ -166,8 +171,8 @@ def _download(root: Path) -> None:
     except Exception as err:  # any network or archive failure means the same to the user
         raise DataError(
             f"downloading CIFAR-10 from {CIFAR10.url} into {root} failed: {err}. Without "
-            "network access, point the `root` setting (config data.root) at a local copy "
-            f"(build one with `python3 ../shared/data/make_cifar10_batches.py {root}` and "
+            "network access, point the `root` setting (data.root, --data-root) at a local "
+            f"copy (build one with `python3 ../shared/data/make_cifar10_batches.py {root}` and "
             "allow it with data.allow_unverified), or choose the synthetic data set "
             "(recipe dataset: synthetic).") from err
 
@@ -196,7 +201,8 @@ def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[Tensor, Tensor]:
 
 # ---------------------------------------------------------------------------- synthetic
 
-def synthetic_splits(n_train: int = 2000, n_val: int = 500, n_test: int = 500,
+def synthetic_splits(n_train: int = SYNTHETIC_TRAIN_SIZE, n_val: int = SYNTHETIC_EVAL_SIZE,
+                     n_test: int = SYNTHETIC_EVAL_SIZE,
                      seed: int = SYNTHETIC_SEED) -> list[tuple[Tensor, Tensor]]:
     """A learnable CIFAR-shaped stand-in: [(x, y)] for train, validation, test.
 
