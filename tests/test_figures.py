@@ -1,0 +1,186 @@
+"""Figures 1-9 render from small hand-made tables, mark missing runs and synthetic input."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from initmem import figures, records
+from initmem.figures import common, heatmap, sweeps
+from initmem.spec import Recipe, Run
+
+SIGMAS = (0.1, 0.5, 1.0, 1.8, 2.5)
+MAIN_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon")
+N_EPOCHS = 4
+CONFIG = "optimizers:\n  sgd: {label: SGD}\n  adam: {label: Adam}\n"
+
+
+def expected_runs() -> list[Run]:
+    """A reduced copy of the paper's families: every family each figure reads."""
+    recipes = [Recipe("main", "resnet9", o, b, 300, momentum=0.9 * (o == "sgd_momentum"))
+               for o in MAIN_OPTIMIZERS for b in (16, 32, 128)]
+    recipes += [Recipe("long_sgd", "resnet9", "sgd", b, 5000, schedule="constant")
+                for b in (16, 128)]
+    recipes += [Recipe("lr_l2", "resnet9", "sgd", b, 300, lr0=lr0, l2=l2)
+                for lr0, l2, b in itertools.product((1e-3, 1e-2, 1e-1), (0, 1e-3, 5e-3, 1e-2),
+                                                    (16, 128)) if (lr0, l2) != (1e-3, 0)]
+    recipes += [Recipe("norm_aug", arch, o, b, 300, augment=True)
+                for arch, o, b in itertools.product(("resnet9", "resnet9_ln"), ("sgd", "adam"),
+                                                    (16, 128))]
+    recipes += [Recipe("depth", arch, o, b, 300)
+                for arch, o, b in itertools.product(("r9_avgpool", "resnet56", "resnet110"),
+                                                    ("sgd", "adam"), (16, 128))]
+    return [Run(r, s, seed) for r in recipes for s in SIGMAS for seed in (0, 1)]
+
+
+def _memory(run: Run) -> float:
+    """Plausible: SGD remembers sigma_w (slope -0.1), adaptive methods forget."""
+    forgets = run.recipe.optimizer not in ("sgd", "sgd_momentum") or run.recipe.l2 > 0
+    return 0.01 if forgets else 0.1
+
+
+def summary_row(run: Run, source: str) -> dict:
+    test = 0.88 - _memory(run) * (run.sigma_w - 0.1) + 0.003 * run.seed
+    train = 0.999 if run.recipe.optimizer == "sgd" else 0.97
+    interp = None if run.recipe.optimizer == "adam" else int(5 + 10 * run.sigma_w)
+    return {**run.as_row(), "status": "completed", "epochs_run": N_EPOCHS, "tau_best": 3,
+            "tau_interp": interp, "test_acc_best": test, "val_acc_best": test,
+            "train_acc_best": train, "val_loss_best": 0.5, "val_acc_interp": test - 0.01,
+            "val_acc_last": test, "test_acc_last": test, "train_acc_last": train,
+            "repair_gap": None if interp is None else 0.01,
+            "kernel_fro_norm_init": 30 * run.sigma_w, "kernel_fro_norm_best": 25 * run.sigma_w,
+            "kernel_fro_norm_last": 25 * run.sigma_w, "T_SGD": 1e-3, "T_L2": 0.0,
+            "T_adapt": 1.0, "diverged": False, "diverged_epoch": None, "wall_time_s": 1.0,
+            "device": "cpu", "torch_version": "x", "python_version": "x",
+            "initmem_version": "x", "record_source": source, "schema_version": 1}
+
+
+def missing_row(run: Run) -> dict:
+    row = {c: None for c in records.OUTCOME_COLUMNS}
+    return {**row, **run.as_row(), "status": "missing", "epochs_run": 0, "diverged": False,
+            "schema_version": 1}
+
+
+def epoch_rows(run: Run, source: str) -> list[dict]:
+    rows = []
+    for epoch in range(1, N_EPOCHS + 1):
+        memory = _memory(run) / epoch if _memory(run) < 0.1 else _memory(run)
+        eta = run.recipe.lr0
+        rows.append({**run.as_row(), "epoch": epoch,
+                     "val_acc": 0.88 - memory * run.sigma_w + 0.002 * run.seed,
+                     "T_SGD": epoch * eta**2 * 300 / run.recipe.b,
+                     "T_L2": epoch * eta * 300 * run.recipe.l2, "T_adapt": epoch * eta * 300,
+                     "record_source": source})
+    return rows
+
+
+def write_tables(folder: Path, *, missing: int = 0, source: str = "trained") -> tuple[Path, Path]:
+    """runs.parquet and epochs.parquet; the first `missing` runs of each family lack records."""
+    runs, epochs, seen = [], [], {}
+    for run in expected_runs():
+        family = run.recipe.family
+        seen[family] = seen.get(family, 0) + 1
+        if seen[family] <= missing:
+            runs.append(missing_row(run))
+            continue
+        runs.append(summary_row(run, source))
+        if family in ("main", "lr_l2"):
+            epochs.extend(epoch_rows(run, source))
+    runs_path, epochs_path = folder / "runs.parquet", folder / "epochs.parquet"
+    records.summary_frame(runs).to_parquet(runs_path)
+    pd.DataFrame(epochs).to_parquet(epochs_path)
+    return runs_path, epochs_path
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def texts(number: int, runs: Path, epochs: Path, config: Path) -> list[str]:
+    """Every text drawn on figure `number` (the same drawing write_figure saves)."""
+    inputs = common.load_inputs(runs, epochs, config)
+    fig, used = figures.DRAW[number](inputs)
+    from initmem import style
+
+    style.mark_missing(fig, *common.n_missing(used))
+    if inputs.synthetic:
+        style.mark_synthetic(fig)
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    matplotlib.pyplot.close(fig)
+    return found
+
+
+@pytest.mark.parametrize("number", range(1, 10))
+def test_every_figure_renders_pdf_and_png(tmp_path, config, number):
+    runs, epochs = write_tables(tmp_path)
+    pdf, png = tmp_path / f"fig{number}.pdf", tmp_path / f"fig{number}.png"
+    figures.write_figure(number, runs, epochs, config, pdf, png)
+    assert pdf.read_bytes().startswith(b"%PDF") and pdf.stat().st_size > 5_000
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 5_000
+    if number == 9:  # the toy model's per-run table goes next to the figure
+        table = pd.read_csv(tmp_path / "fig9.csv")
+        assert set(table["optimizer"]) == {"gd", "sgd", "adam", "minibatch_adam"}
+        assert set(table["eta"]) == {0.01, 0.04} and (table["D_init"] == -35).all()
+
+
+@pytest.mark.parametrize("number", range(1, 9))
+def test_missing_and_generated_runs_are_marked_on_the_figure(tmp_path, config, number):
+    found = texts(number, *write_tables(tmp_path, missing=3, source="generated"), config)
+    assert any(t.startswith("INCOMPLETE: ") and "runs missing" in t for t in found), found
+    assert "SYNTHETIC" in found
+    complete = texts(number, *write_tables(tmp_path), config)
+    assert not any("missing" in t or "SYNTHETIC" in t for t in complete), complete
+
+
+def test_pdf_output_is_reproducible(tmp_path, config):
+    runs, epochs = write_tables(tmp_path)
+    outputs = []
+    for name in ("a", "b"):
+        pdf, png = tmp_path / f"{name}.pdf", tmp_path / f"{name}.png"
+        figures.write_figure(2, runs, epochs, config, pdf, png)
+        outputs.append((pdf.read_bytes(), png.read_bytes()))
+    assert outputs[0] == outputs[1]
+
+
+def test_figures_other_than_9_need_runs(tmp_path):
+    with pytest.raises(figures.FigureInputError, match="--runs"):
+        figures.write_figure(1, None, None, None, tmp_path / "a.pdf", tmp_path / "a.png")
+    runs, _ = write_tables(tmp_path)
+    with pytest.raises(figures.FigureInputError, match="--epochs"):
+        figures.write_figure(6, runs, None, None, tmp_path / "a.pdf", tmp_path / "a.png")
+
+
+def test_seed_band_is_mean_and_10_90_percentiles_per_sigma():
+    frame = pd.DataFrame({"sigma_w": [0.1] * 11 + [0.5], "v": list(range(11)) + [np.nan]})
+    band = common.seed_band(frame, "v")
+    assert list(band.index) == [0.1]  # 0.5 has no value: no point, not a zero
+    assert band.loc[0.1, ["mean", "lo", "hi", "n"]].tolist() == [5.0, 1.0, 9.0, 11]
+
+
+def test_heatmap_cells_are_seed_means_in_optimizer_order():
+    frame = pd.DataFrame({"optimizer": ["adam", "sgd", "sgd", "sgd"],
+                          "sigma_w": [0.1, 0.1, 0.1, 0.5], "v": [0.5, 0.2, 0.4, np.nan]})
+    cells = heatmap.cell_means(frame, "v")
+    assert list(cells.index) == ["sgd", "adam"]
+    assert cells.loc["sgd", 0.1] == pytest.approx(0.3)
+    assert np.isnan(cells.loc["sgd", 0.5])  # a missing cell stays empty
+
+
+def test_lr_l2_figure_has_table4_configurations(tmp_path, config):
+    runs, _ = write_tables(tmp_path)
+    inputs = common.load_inputs(runs, None, config)
+    curves = sweeps._lr_l2_curves(inputs, inputs.runs, 16)
+    labels = [c.label for c in curves]
+    assert len(curves) == 14  # 12 eta x L2 (one from the main grid), 5,000 epochs, Adam
+    assert r"$\eta$=0.001, $\lambda$=0" in labels and r"$\eta$=0.1, $\lambda$=0.01" in labels
+    # each curve: its own configuration at the 5-point grid, 2 seeds (main grid subsampled)
+    assert all(len(c.rows) == 10 and set(c.rows["sigma_w"]) == set(SIGMAS) for c in curves)
+    assert all((c.rows["b"] == 16).all() for c in curves)
