@@ -72,8 +72,9 @@ class Splits:
 
 
 def as_float(x: Tensor) -> Tensor:
-    """A uint8 image batch as float32 pixels in [0, 1]."""
-    return x.float().div_(255)
+    """A uint8 image batch as pixels in [0, 1], in torch's default dtype (float32; the
+    pack-equivalence test raises it to float64)."""
+    return x.to(torch.get_default_dtype()).div_(255)
 
 
 def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = False,
