@@ -87,8 +87,10 @@ def derived(frame: pd.DataFrame, value: float, key: dict[str, object], unit: str
 
 
 def fmt(cell: Cell, digits: int = 1, *, sign: bool = False, show_std: bool = True,
-        pm: str = r"\pm ", bold: bool = False, dagger: bool = False) -> str:
-    """The cell as LaTeX: `$m \\pm s$` plus the markers of its provenance."""
+        pm: str = r"\pm ", bold: bool = False, dagger: bool = False,
+        ensuremath: bool = False) -> str:
+    """The cell as LaTeX: `$m \\pm s$` (or \\ensuremath{...}, usable in text and math)
+    plus the markers of its provenance."""
     if cell.n_runs == 0 or (not cell.event and cell.n == 0):
         text = NO_DATA
     elif cell.n == 0:
@@ -99,7 +101,8 @@ def fmt(cell: Cell, digits: int = 1, *, sign: bool = False, show_std: bool = Tru
             text += f"{pm}{cell.std:.{digits}f}"
         if bold:
             text = rf"\mathbf{{{text}}}"
-        text = f"${text}{DAGGER if dagger else ''}$"
+        text += DAGGER if dagger else ""
+        text = rf"\ensuremath{{{text}}}" if ensuremath else f"${text}$"
     return text + markers(cell)
 
 

@@ -1,11 +1,12 @@
 """Synthetic run records: plausible fake results for every run of a config, for testing.
 
-The generator follows the shapes the paper reports, not its numbers: each recipe keeps a
-"memory" m in [0, 1] of sigma_w that shrinks with its forgetting clock (T_SGD with the
-momentum-amplified rate for the SGD family, T_adapt for adaptive methods, times a factor
-for T_L2, augmentation and LayerNorm). Test accuracy falls with sigma_w by about 27 pp
-times m; SGD's interpolation and best epochs grow with sigma_w and b; adaptive methods
-are flat; ||W||_F keeps sigma_w in proportion to m; ResNet-56/110 stop early (patience).
+The generator follows the shapes the paper reports, not its numbers: each run keeps a
+"memory" m(t) in [0, 1] of sigma_w that shrinks with its forgetting clock, epoch by epoch
+(T_SGD with the momentum-amplified rate for the SGD family, T_adapt for adaptive methods
+down to a floor growing with b, times factors for T_L2, augmentation and LayerNorm).
+Accuracy falls with sigma_w by about 27 pp times m(t), so |beta(t)| decays with m(t).
+SGD's interpolation and best epochs grow with sigma_w and b, adaptive methods' are flat;
+||W||_F keeps sigma_w in proportion to m(t); ResNet-56/110 stop early (patience).
 Every row has record_source == "generated": tables, figures and the paper mark it.
 
 Output: results/aggregate/runs.parquet and epochs.parquet in the aggregate's format
@@ -38,23 +39,27 @@ BASE_ACC = {"resnet9": 0.88, "r9_avgpool": 0.82, "resnet9_ln": 0.86, "resnet56":
 SPREAD_SCALE = 0.27  # test-accuracy drop from sigma_w = 0.1 to 2.5 at full memory
 
 
-def memory(r: Recipe) -> float:
-    """Fraction of the sigma_w dependence that survives training (1: all of it)."""
-    steps, lam = r.total_steps, r.l2 + r.weight_decay
+def memory(r: Recipe, clocks: pd.DataFrame) -> np.ndarray:
+    """Fraction of the sigma_w dependence left at the end of each epoch (1: all of it):
+    adaptive methods decay on T_adapt to a floor that grows with b, the SGD family on
+    T_SGD with the momentum-amplified rate, and T_L2 removes what is left."""
     if r.optimizer in ADAPTIVE:
-        m = 1 / (1 + (steps * r.lr0 / 1.8) ** 0.43)
+        floor = 0.05 * (r.b / 16) ** 0.45
+        m = floor + (1 - floor) * np.exp(-clocks["T_adapt"].to_numpy() / 3)
     else:
-        rate = r.lr0 / (1 - r.momentum)
-        m = 1 / (1 + (steps * rate**2 / r.b / 3.5) ** 0.7)
-    m *= math.exp(-((lam * steps * r.lr0 / 1.5) ** 2))
+        t_eff = clocks["T_SGD"].to_numpy() / (1 - r.momentum) ** 2
+        m = 1 / (1 + (t_eff / 1.4) ** 0.7)
+    m = m * np.exp(-((clocks["T_L2"].to_numpy() / 0.75) ** 2))
     if r.augment:
-        m *= min(1.0, 0.35 + 0.1 * math.log2(r.b / 16))
+        m = m * min(1.0, 0.35 + 0.1 * math.log2(r.b / 16))
     return m * (0.7 if r.arch == "resnet9_ln" else 1.0)
 
 
-def outcome_targets(r: Recipe, sigma: np.ndarray, rng: np.random.Generator) -> dict:
-    """Per-run targets: test accuracy at tau_best, tau_best, tau_interp, plateau."""
-    m, n, logb = memory(r), len(sigma), math.log2(r.b / 16)
+def outcome_targets(r: Recipe, sigma: np.ndarray, m: float,
+                    rng: np.random.Generator) -> dict:
+    """Per-run targets from the final memory m: accuracy level and seed noise, tau_best,
+    tau_interp, train-accuracy plateau."""
+    n, logb = len(sigma), math.log2(r.b / 16)
     frac = (1 - np.exp(-(sigma - 0.1))) / (1 - math.exp(-2.4))  # 0 at 0.1, 1 at 2.5
     base = BASE_ACC[r.arch] + 0.045 * r.augment + 0.02 * (r.l2 > 0 and r.lr0 >= 1e-2)
     unstable = r.lr0 / (1 - r.momentum) / r.b > 0.05  # the paper's b=16 best-recipe SGD
@@ -74,32 +79,30 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, rng: np.random.Generator) -> d
         tau_b = np.maximum(tau_b, 0.9 * r.epochs * (1 - m))
     deep = r.arch in ("resnet56", "resnet110", "r9_avgpool")
     plateau = 1 - (0.3 * r.augment + 0.25 * deep) * m**2 * frac**0.5 * (r.b / 16) ** 0.2
-    acc = base - SPREAD_SCALE * m * frac + rng.normal(0, noise, n)
     jitter = rng.lognormal(0, 0.1 if r.optimizer not in ADAPTIVE else 0.4, n)
-    return {"acc": np.clip(acc, 0.12, 0.99), "gap": gap, "m": m, "plateau": plateau,
-            "tau_i": tau_i * rng.lognormal(0, 0.05, n) * (3 if r.augment else 1),
-            "tau_b": np.clip(tau_b * jitter, 1, r.epochs)}
+    return {"base": base + rng.normal(0, noise, n), "frac": frac, "gap": gap,
+            "plateau": plateau, "tau_b": np.clip(tau_b * jitter, 1, r.epochs),
+            "tau_i": tau_i * rng.lognormal(0, 0.05, n) * (3 if r.augment else 1)}
 
 
 def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator) -> dict:
     """Per-epoch curves, arrays of shape (runs, epochs)."""
-    t = np.arange(1, r.epochs + 1, dtype=float)[None, :]
-    g = outcome_targets(r, sigma, rng)
-    n = len(sigma)
+    n, t = len(sigma), np.arange(1, r.epochs + 1, dtype=float)[None, :]
+    clocks = metrics.schedule_clocks(r.lr0, r.b, r.steps_per_epoch, r.epochs,
+                                     r.l2 + r.weight_decay, r.schedule, r.cosine_alpha)
+    m = memory(r, clocks)
+    g = outcome_targets(r, sigma, float(m[-1]), rng)
     col = {k: np.asarray(v, float)[:, None] for k, v in g.items() if np.ndim(v)}
     fit = col["tau_i"] / math.log(0.9 / 0.005)  # train error hits 0.5% at tau_i
     train_acc = col["plateau"] - (col["plateau"] - 0.1) * np.exp(-t / fit)
-    best, last = col["acc"], col["acc"] + g["gap"]
-    tau_v = col["tau_b"] / np.log((last - 0.1) / g["gap"])  # val_acc(tau_b) = best
-    val_acc = last - (last - 0.1) * np.exp(-t / tau_v) + rng.normal(0, 0.002, (n, r.epochs))
-    val_loss = (0.35 + 1.2 * (1 - best) + 0.08 * np.log(t / col["tau_b"]) ** 2
+    level = np.clip(col["base"] - SPREAD_SCALE * m[None, :] * col["frac"], 0.12, 0.99)
+    rise = 1.5 if r.optimizer in ADAPTIVE else 3.0  # epochs to reach the level
+    val_acc = (level + g["gap"] * (1 - np.exp(-t / col["tau_b"]))  # slow late gain
+               - (level - 0.1) * np.exp(-t / rise) + rng.normal(0, 0.002, (n, r.epochs)))
+    val_loss = (0.35 + 1.2 * (1 - level) + 0.08 * np.log(t / col["tau_b"]) ** 2
                 + rng.normal(0, 0.001, (n, r.epochs)))
-    clocks = metrics.schedule_clocks(r.lr0, r.b, r.steps_per_epoch, r.epochs,
-                                     r.l2 + r.weight_decay, r.schedule, r.cosine_alpha)
-    progress = (clocks["T_adapt"] / clocks["T_adapt"].iloc[-1]).to_numpy()[None, :]
     norm0 = NORM_PER_SIGMA[r.arch] * sigma[:, None]
-    kept = g["m"] ** progress
-    norm = norm0 * kept + 40.0 * (1 - kept) + 3 * (1 - np.exp(-t / 20))
+    norm = norm0 * m[None, :] + 40.0 * (1 - m[None, :]) + 3 * (1 - np.exp(-t / 20))
     train_acc = np.clip(train_acc + rng.normal(0, 0.001, (n, r.epochs)), 0, 1)
     return {"train_acc": train_acc, "train_loss": 2.3 * (1 - train_acc) ** 1.3 + 0.002,
             "val_acc": np.clip(val_acc, 0, 1), "val_loss": val_loss,

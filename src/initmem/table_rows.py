@@ -75,6 +75,17 @@ def latex_number(x: float) -> str:
     return power if mantissa == 1 else f"{mantissa:g}{{\\times}}{power}"
 
 
+def spread_pp(frame: pd.DataFrame, sigmas=None) -> float:
+    """Mem of test accuracy at tau_best in pp over `sigmas` (default: every sigma_w of
+    the frame); NaN unless every one of them has a value."""
+    sigmas = sorted(frame["sigma_w"].unique()) if sigmas is None else sigmas
+    frame = pick(frame, sigma_w=list(sigmas))
+    spread = metrics.spread(frame.assign(_row=0), keys=["_row"], sigma_values=sigmas)
+    if not len(spread) or spread["n_sigma"].iloc[0] < len(sigmas):
+        return math.nan
+    return 100 * float(spread["spread"].iloc[0])
+
+
 def epochs_label(frame: pd.DataFrame) -> str:
     values = sorted(int(e) for e in frame["epochs"].dropna().unique())
     return "/".join(str(e) for e in values) or "?"
@@ -121,10 +132,8 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
     trains = [sheet.put(summarize(at[s], train, sheet.key(metric="train_acc", sigma_w=s,
                                                           **key), "pct", scale=100), pm=PM)
               for s in FIVE] if train else []
-    complete = all(c.n for c in test_cells)
-    spread = metrics.spread(frame.assign(_row=0), keys=["_row"], sigma_values=FIVE)
-    value = 100 * float(spread["spread"].iloc[0]) if complete and len(spread) else math.nan
-    spread_text = sheet.put(derived(frame, value, sheet.key(metric="spread", **key), "pp"))
+    spread_text = sheet.put(derived(frame, spread_pp(frame, FIVE),
+                                    sheet.key(metric="spread", **key), "pp"))
     return tests, trains, spread_text, all(single)
 
 
