@@ -20,6 +20,7 @@ import pandas as pd
 
 from . import grid, metrics
 from .cells import NO_DATA, derived, fmt
+from .metrics import select
 from .spec import Recipe
 from .table_rows import EXTREMES, FIVE, pick, spread_pp
 
@@ -96,13 +97,13 @@ def evaluate(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = Non
     """(value, the runs behind it); NaN when the runs cannot give it."""
     frame = pick(runs, **quote.where)
     if quote.sigmas is not None:
-        frame = pick(frame, sigma_w=list(quote.sigmas))
+        frame = select(frame, sigma_w=list(quote.sigmas))
     if frame.empty:
         return math.nan, frame
     if quote.kind == "spread":
         return spread_pp(frame, quote.sigmas), frame
     if quote.kind in ("test", "delta"):
-        means = [100 * pick(frame, sigma_w=s)["test_acc_best"].mean()
+        means = [100 * select(frame, sigma_w=s)["test_acc_best"].mean()
                  for s in quote.sigmas]
         value = np.mean(means) if quote.kind == "test" else abs(means[0] - means[-1])
         return float(value), frame

@@ -15,6 +15,7 @@ import pandas as pd
 
 from . import metrics
 from .cells import Cell, derived, fmt, summarize
+from .metrics import select
 
 MAIN_B = (16, 32, 64, 128, 256)
 MAIN_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon")
@@ -79,7 +80,7 @@ def spread_pp(frame: pd.DataFrame, sigmas=None) -> float:
     """Mem of test accuracy at tau_best in pp over `sigmas` (default: every sigma_w of
     the frame); NaN unless every one of them has a value."""
     sigmas = sorted(frame["sigma_w"].unique()) if sigmas is None else sigmas
-    frame = pick(frame, sigma_w=list(sigmas))
+    frame = select(frame, sigma_w=list(sigmas))
     spread = metrics.spread(frame.assign(_row=0), keys=["_row"], sigma_values=sigmas)
     if not len(spread) or spread["n_sigma"].iloc[0] < len(sigmas):
         return math.nan
@@ -121,7 +122,7 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
     (pp) over the sigma_w values (?? unless every sigma_w has data), and whether every
     test cell is a single seed. mark_single: daggers on the single-seed cells of a row
     that mixes single- and multi-seed cells."""
-    at = {s: pick(frame, sigma_w=s) for s in FIVE}
+    at = {s: select(frame, sigma_w=s) for s in FIVE}
     test_cells = [summarize(at[s], "test_acc_best", sheet.key(metric="test_acc", sigma_w=s,
                                                               **key), "pct", scale=100)
                   for s in FIVE]
@@ -162,7 +163,7 @@ def lr_l2(runs: pd.DataFrame):
 
 def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -> dict:
     """A row of Table 4; a row of single-seed entries carries its dagger on Train."""
-    frame = pick(frame, sigma_w=list(FIVE))
+    frame = select(frame, sigma_w=list(FIVE))
     tests, _, spread, single = sweep_row(sheet, frame, key, train=None, mark_single=True)
     train = sheet.put(summarize(frame, "train_acc_last", sheet.key(metric="train_acc_mean",
                                 **key), "pct", scale=100), show_std=False, dagger=single)
@@ -175,7 +176,7 @@ def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]]) -> 
     for b in (16, 128):
         rows = []
         for config, opt, choose in groups:
-            frame = pick(choose(b=b, optimizer=opt), sigma_w=list(FIVE))
+            frame = select(choose(b=b, optimizer=opt), sigma_w=list(FIVE))
             tests, trains, spread, _ = sweep_row(sheet, frame, dict(b=b, optimizer=opt,
                                                                     config=config))
             cells = [c for pair in zip(tests, trains, strict=True) for c in pair]
@@ -197,7 +198,7 @@ def depth(runs: pd.DataFrame):
         rows = []
         for arch, opt, choose in groups:
             frame = choose(b=b, optimizer=opt)
-            cells = [sheet.put(summarize(pick(frame, sigma_w=s), tau, sheet.key(
+            cells = [sheet.put(summarize(select(frame, sigma_w=s), tau, sheet.key(
                          metric=tau, b=b, optimizer=opt, config=arch, sigma_w=s), "epoch",
                          event=True))
                      for s in FIVE for tau in ("tau_interp", "tau_best")]
@@ -228,7 +229,7 @@ def best_recipe(runs: pd.DataFrame):
         for b in (16, 128, 256):
             frame = pick(runs, family="best_recipe", optimizer=opt, b=b)
             key = dict(b=b, optimizer=opt, config="best_recipe")
-            at = {s: pick(frame, sigma_w=s) for s in EXTREMES}
+            at = {s: select(frame, sigma_w=s) for s in EXTREMES}
             cells = {(col, s): summarize(at[s], col, sheet.key(metric=metric, sigma_w=s,
                                                                **key), unit, scale, event)
                      for col, metric, unit, scale, event in BEST_COLUMNS for s in EXTREMES}
