@@ -22,7 +22,7 @@ from .toyfig import fig9
 DRAW: dict[int, Callable] = {1: fig1, 2: fig2, 3: fig3, 4: fig4, 5: fig5, 6: fig6, 7: fig7,
                              8: fig8}
 NEEDS_EPOCHS = {6}
-EPOCH_COLUMNS = ["run_id", "family", "optimizer", "b", "lr0", "l2", "sigma_w", "seed",
+EPOCH_COLUMNS = ["family", "optimizer", "b", "lr0", "l2", "sigma_w",
                  "epoch", "val_acc", "T_SGD", "T_L2", "T_adapt", "record_source"]
 EPOCH_FAMILIES = ["main", "lr_l2"]  # Fig. 6 reads only these: the table can be large
 

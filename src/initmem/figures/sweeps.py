@@ -38,13 +38,14 @@ def optimizer_curves(inputs: Inputs, rows: pd.DataFrame) -> list[Curve]:
 
 
 def figure_legend(fig: Figure, axes, ncol: int = 6) -> None:
-    """One legend for the figure, above the panels, each label once."""
+    """One legend for the figure, below the panels (the top is for INCOMPLETE), each label
+    once."""
     seen: dict[str, object] = {}
     for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, handle)
     if seen:
-        fig.legend(seen.values(), seen.keys(), loc="outside upper center",
+        fig.legend(seen.values(), seen.keys(), loc="outside lower center",
                    ncol=min(len(seen), ncol))
 
 

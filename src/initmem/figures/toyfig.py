@@ -48,7 +48,7 @@ def fig9() -> tuple[Figure, pd.DataFrame]:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     order = [*range(3), *reversed(range(3, len(labels)))]  # landmarks, then eta ascending
     fig.legend([handles[i] for i in order], [labels[i] for i in order],
-               loc="outside upper center", ncol=len(labels))
+               loc="outside lower center", ncol=len(labels))
     return fig, table
 
 
