@@ -174,6 +174,15 @@ def test_heatmap_cells_are_seed_means_in_optimizer_order():
     assert np.isnan(cells.loc["sgd", 0.5])  # a missing cell stays empty
 
 
+def test_heatmap_crosses_cells_whose_mean_train_acc_is_below_interpolation():
+    frame = pd.DataFrame({"optimizer": ["sgd"] * 6, "sigma_w": [0.1, 0.1, 0.5, 0.5, 1.0, 1.0],
+                          "train_acc_best": [1.0, 0.988, 1.0, np.nan, 0.995, 0.995]})
+    crossed = heatmap.not_interpolated(frame)
+    assert bool(crossed.loc["sgd", 0.1])  # seed mean 0.994 < 0.995
+    assert not bool(crossed.loc["sgd", 0.5])  # the missing seed does not count
+    assert not bool(crossed.loc["sgd", 1.0])  # exactly 99.5% is interpolation
+
+
 def test_lr_l2_figure_has_table4_configurations(tmp_path, config):
     runs, _ = write_tables(tmp_path)
     inputs = common.load_inputs(runs, None, config)

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import patheffects
 
-from .. import style
-from ..records import INTERP_THRESHOLD
+from .. import metrics, style
 from ..spec import OPTIMIZERS
 from .common import Inputs, select
 from .sweeps import ACC, Drawn
@@ -18,12 +17,19 @@ NAN_COLOR = "0.85"  # cells without any finished run
 
 def cell_means(rows: pd.DataFrame, value: str) -> pd.DataFrame:
     """Seed mean of `value` per (optimizer, sigma_w); NaN where no run has a value."""
-    data = rows[["optimizer", "sigma_w", value]].dropna()
-    table = data.assign(**{value: data[value].astype(float)}).pivot_table(
-        index="optimizer", columns="sigma_w", values=value, aggfunc="mean")
+    stats = metrics.seed_stats(rows.astype({value: float}), value, ["optimizer", "sigma_w"])
+    table = stats.pivot(index="optimizer", columns="sigma_w", values="mean")
     optimizers = [o for o in OPTIMIZERS if o in set(rows["optimizer"])]
-    sigmas = sorted(set(rows["sigma_w"].astype(float)))
-    return table.reindex(index=optimizers, columns=sigmas)
+    return table.reindex(index=optimizers, columns=sorted(set(rows["sigma_w"].astype(float))))
+
+
+def not_interpolated(rows: pd.DataFrame) -> pd.DataFrame:
+    """True where the seed-mean train acc at tau_best is below 99.5% (Fig. 2's x); cells
+    without any value are absent (NaN after the pivot)."""
+    cells = metrics.interpolated_at_best(rows.astype({"train_acc_best": float}),
+                                         ["optimizer", "sigma_w"]).dropna(subset=["mean"])
+    cells["crossed"] = ~cells["interpolated"].astype(bool)
+    return cells.pivot(index="optimizer", columns="sigma_w", values="crossed")
 
 
 def fig2(inputs: Inputs) -> Drawn:
@@ -39,12 +45,12 @@ def fig2(inputs: Inputs) -> Drawn:
         rows = select(main, b=b)
         used.append(rows)
         test = cell_means(rows, "test_acc_best") * ACC
-        train = cell_means(rows, "train_acc_best")
         image = ax.imshow(np.ma.masked_invalid(test.to_numpy(dtype=float)), cmap=CMAP,
                           vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
         ax.set_facecolor(NAN_COLOR)
         ax.grid(False)
-        rows_i, cols_i = np.nonzero(train.to_numpy(dtype=float) < INTERP_THRESHOLD)
+        crossed = not_interpolated(rows).reindex_like(test).fillna(False).astype(bool)
+        rows_i, cols_i = np.nonzero(crossed.to_numpy())
         ax.scatter(cols_i, rows_i, marker="x", s=9, c="w", linewidths=0.7,
                    path_effects=[patheffects.withStroke(linewidth=1.6, foreground="k")])
         ax.set_yticks(range(len(test.index)),
