@@ -62,10 +62,11 @@ class Cell:
 
 def provenance(frame: pd.DataFrame) -> dict[str, object]:
     """Run counts of a selection of the runs table (rows of expected runs)."""
-    status = frame["status"].astype("string")
-    return {"n_runs": int(status.ne(metrics.MISSING).sum()),
-            "missing": tuple(frame.loc[status.eq(metrics.MISSING), "run_id"]),
-            "diverged": tuple(frame.loc[status.eq("diverged"), "run_id"])}
+    status = frame["status"].to_numpy(dtype=object)
+    ids = frame["run_id"].to_numpy(dtype=object)
+    missing = status == metrics.MISSING
+    return {"n_runs": int(len(status) - missing.sum()), "missing": tuple(ids[missing]),
+            "diverged": tuple(ids[status == "diverged"])}
 
 
 def summarize(frame: pd.DataFrame, column: str, key: dict[str, object], unit: str,

@@ -22,7 +22,7 @@ from . import grid, metrics
 from .cells import NO_DATA, derived, fmt
 from .metrics import select
 from .spec import Recipe
-from .table_rows import EXTREMES, FIVE, pick, spread_pp
+from .table_rows import EXTREMES, FIVE, spread_pp
 
 MAIN = {"family": "main", "arch": "resnet9"}
 SGD_LR = {"family": ["main", "lr_l2"], "arch": "resnet9", "optimizer": "sgd",
@@ -95,7 +95,7 @@ QUOTES = [
 def evaluate(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None
              ) -> tuple[float, pd.DataFrame]:
     """(value, the runs behind it); NaN when the runs cannot give it."""
-    frame = pick(runs, **quote.where)
+    frame = select(runs, **quote.where)
     if quote.sigmas is not None:
         frame = select(frame, sigma_w=list(quote.sigmas))
     if frame.empty:

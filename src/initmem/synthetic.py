@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from . import __version__, grid, metrics, records
+from . import __version__, aggregate, grid, metrics, records
 from .spec import Recipe, Run
 
 SOURCE = "generated"
@@ -142,7 +141,8 @@ def outcomes(h: dict, stop: np.ndarray) -> dict:
 
     return {
         "status": np.where(stop < epochs, "early_stopped", "completed"), "epochs_run": stop,
-        "tau_best": best + 1, "tau_interp": np.where(interp >= 0, interp + 1, -1),
+        "tau_best": best + 1,
+        "tau_interp": [int(i) + 1 if i >= 0 else None for i in interp],
         "test_acc_best": at("test_acc", best), "val_acc_best": at("val_acc", best),
         "train_acc_best": at("train_acc", best), "val_loss_best": at("val_loss", best),
         "val_acc_interp": at("val_acc", interp), "val_acc_last": at("val_acc", last),
@@ -162,15 +162,15 @@ def _rng(seed: int, recipe: Recipe) -> np.random.Generator:
 
 def generate(config: dict, seed: int = 0, families: list[str] | None = None,
              missing: float = 0.0) -> tuple[pd.DataFrame, pa.Table]:
-    """(runs table, epochs columns) for every run of the chosen families; a `missing`
-    fraction of runs (at random) is left without records, as an unfinished grid."""
-    runs = [r for r in grid.expand_runs(config)
-            if families is None or r.recipe.family in families]
+    """(runs table, epochs table) of the chosen families, built by initmem.aggregate from
+    generated records; a `missing` fraction of runs (at random) gets no records."""
     if families is not None:
         unknown = sorted(set(families) - set(config["families"]))
         if unknown:
             raise grid.ConfigError(f"families {unknown} are not allowed; the config has "
                                    f"{', '.join(config['families'])}")
+    runs = [r for r in grid.expand_runs(config)
+            if families is None or r.recipe.family in families]
     by_recipe: dict[Recipe, list[Run]] = {}
     for run in runs:
         by_recipe.setdefault(run.recipe, []).append(run)
@@ -183,13 +183,13 @@ def generate(config: dict, seed: int = 0, families: list[str] | None = None,
         stop = stop_epochs(h["val_loss"], recipe.patience)
         out = outcomes(h, stop)
         for i, run in enumerate(members):
-            row = run.as_row()
-            if run.run_id in dropped:
-                rows.append({**row, "status": metrics.MISSING})
-                continue
-            rows.append({**row, **{k: v[i] for k, v in out.items()}, **PROVENANCE})
-            pieces.append((run, i, h, int(stop[i])))
-    return runs_frame(rows), epochs_table(pieces)
+            if run.run_id not in dropped:
+                rows.append({**run.as_row(), **{k: v[i] for k, v in out.items()},
+                             **PROVENANCE})
+                pieces.append((run, i, h, int(stop[i])))
+    summaries = records.summary_frame(rows) if rows else records.summary_frame([])
+    return aggregate.aggregate(runs, pa.Table.from_pandas(summaries, preserve_index=False),
+                               history_table(pieces))
 
 
 PROVENANCE = {"diverged": False, "diverged_epoch": None, "wall_time_s": 0.0,
@@ -198,62 +198,27 @@ PROVENANCE = {"diverged": False, "diverged_epoch": None, "wall_time_s": 0.0,
               "record_source": SOURCE, "schema_version": records.SCHEMA_VERSION}
 
 
-def runs_frame(rows: list[dict]) -> pd.DataFrame:
-    """The runs table: summary columns, nullable where a missing run has no value."""
-    frame = pd.DataFrame(rows)
-    frame["tau_interp"] = frame["tau_interp"].where(frame["tau_interp"] != -1)
-    return frame.reindex(columns=list(RUNS_COLUMNS)).astype(RUNS_COLUMNS)
-
-
-RUNS_COLUMNS = {c: {"int64": "Int64", "bool": "boolean"}.get(t, t)
-                for c, t in records.summary_columns().items()}
-SPEC_COLUMNS = [c for c in records.summary_columns()
-                if c not in records.OUTCOME_COLUMNS and c != "run_id"]
-
-
-def epochs_table(pieces: list[tuple[Run, int, dict, int]]) -> pa.Table:
-    """The epochs table: every history row with its run's spec columns and source."""
+def history_table(pieces: list[tuple[Run, int, dict, int]]) -> pa.Table:
+    """Every history row of the generated runs (records.HISTORY_COLUMNS)."""
     lengths = np.array([stop for *_, stop in pieces], dtype=np.int64)
-    columns = {"run_id": [run.run_id for run, *_ in pieces]}
-    for c in records.HISTORY_COLUMNS:
+    ids = pa.array([run.run_id for run, *_ in pieces], type=pa.string())
+    columns = {"run_id": pa.DictionaryArray.from_arrays(  # 2M strings via a dictionary
+        pa.array(np.repeat(np.arange(len(pieces), dtype=np.int32), lengths)), ids
+    ).cast(pa.string())}
+    for c, dtype in records.HISTORY_COLUMNS.items():
         if c == "epoch":
-            columns[c] = np.concatenate([np.arange(1, n + 1) for n in lengths] or [[]])
+            values = [np.arange(1, n + 1) for n in lengths]
         elif c != "run_id":
-            columns[c] = np.concatenate([h[c][i, :n] for _, i, h, n in pieces] or [[]])
-    specs = [run.as_row() for run, *_ in pieces]
-    columns |= {c: [s[c] for s in specs] for c in SPEC_COLUMNS}
-    columns["record_source"] = [SOURCE] * len(pieces)
-    dtypes = {**records.HISTORY_COLUMNS, **records.summary_columns(),
-              "record_source": "string"}
-    return pa.table({c: _arrow_column(v, dtypes[c], lengths, c != "run_id" and
-                                      c in records.HISTORY_COLUMNS)
-                     for c, v in columns.items()})
-
-
-ARROW = {"string": pa.string(), "Int64": pa.int64(), "int64": pa.int64(),
-         "float64": pa.float64(), "bool": pa.bool_()}
-
-
-def _arrow_column(values, dtype: str, lengths: np.ndarray, per_epoch: bool) -> pa.Array:
-    """A column of the epochs table; run-level values are repeated per epoch (strings
-    through a dictionary, since 2.5M Python strings would be slow)."""
-    kind = ARROW[dtype]
-    if per_epoch:
-        return pa.array(np.asarray(values), type=kind)
-    codes, labels = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
-    uniques = pa.array([None if pd.isna(x) else x for x in labels], type=kind)
-    return pa.DictionaryArray.from_arrays(
-        pa.array(np.repeat(codes, lengths).astype(np.int32)), uniques).cast(kind)
+            values = [h[c][i, :n] for _, i, h, n in pieces]
+        if c != "run_id":
+            columns[c] = pa.array(np.concatenate(values) if values else [],
+                                  type=pa.int64() if dtype == "int64" else pa.float64())
+    return pa.table(columns)
 
 
 def write_aggregate(runs: pd.DataFrame, epochs: pa.Table, out_dir: str | Path) -> None:
-    """runs.parquet and epochs.parquet, each written to a temporary name then renamed."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    records.atomic_write_parquet(runs, out / "runs.parquet")
-    tmp = out / ".epochs.parquet.tmp"
-    pq.write_table(epochs, tmp)
-    tmp.replace(out / "epochs.parquet")
+    aggregate.write_tables(runs, epochs, out / "runs.parquet", out / "epochs.parquet")
 
 
 def write_run_records(runs: pd.DataFrame, epochs: pa.Table, root: str | Path) -> int:

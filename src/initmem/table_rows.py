@@ -1,7 +1,9 @@
 """The rows and cells of Tables 1-7: which runs each cell is over, in the paper's layout.
 
 Runs are chosen by their spec columns (family, arch, optimizer, lr0, l2, b, augment,
-sigma_w, ...). Each builder returns (template context, cells, rendered cell texts).
+sigma_w, ...); a selection over two families (main + lr_l2 for Table 4) cannot count a
+run twice, since the config check forbids one training in two families. Each builder
+returns (template context, cells, rendered cell texts).
 """
 
 from __future__ import annotations
@@ -54,16 +56,6 @@ class Sheet:
 DERIVED = ("spread", "train_acc_mean", "abs_delta")
 
 
-def pick(runs: pd.DataFrame, **filters: object) -> pd.DataFrame:
-    """The expected runs matching `filters`; an experiment listed by two families counts
-    once (its recorded copy first)."""
-    frame = metrics.select(runs, **filters)
-    ident = [k for k in metrics.recipe_keys() if k != "family"] + ["sigma_w", "seed"]
-    order = frame["status"].astype("string").eq(metrics.MISSING).fillna(True).to_numpy()
-    return (frame.assign(_missing=order).sort_values("_missing", kind="stable")
-            .drop_duplicates(ident).drop(columns="_missing"))
-
-
 def latex_number(x: float) -> str:
     """0, 10^{-3}, 5{\\times}10^{-3}, 0.9 ... as the paper writes hyperparameters."""
     if x == 0:
@@ -103,7 +95,7 @@ def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame):
     sheet, rows, used = Sheet(table), [], []
     for b in MAIN_B:
         for opt in MAIN_OPTIMIZERS:
-            frame = pick(runs, family="main", arch="resnet9", optimizer=opt, b=b,
+            frame = select(runs, family="main", arch="resnet9", optimizer=opt, b=b,
                          sigma_w=sigma_w)
             used.append(frame)
             key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
@@ -145,15 +137,15 @@ def lr_l2(runs: pd.DataFrame):
         rows = []
         for lr0 in (1e-3, 1e-2, 1e-1):
             for l2 in (0.0, 1e-3, 5e-3, 1e-2):
-                frame = pick(runs, family=["main", "lr_l2"], arch="resnet9", optimizer="sgd",
+                frame = select(runs, family=["main", "lr_l2"], arch="resnet9", optimizer="sgd",
                              schedule="cosine", augment=False, lr0=lr0, l2=l2, b=b)
                 rows.append(lr_l2_row(sheet, frame, dict(b=b, optimizer="sgd",
                             config="resnet9", lr0=lr0, l2=l2),
                             [f"${latex_number(lr0)}$", f"${latex_number(l2)}$", "cos"]))
-        adam = pick(runs, family="main", arch="resnet9", optimizer="adam", b=b)
+        adam = select(runs, family="main", arch="resnet9", optimizer="adam", b=b)
         rows.append(lr_l2_row(sheet, adam, dict(b=b, optimizer="adam", config="resnet9",
                     lr0=1e-3, l2=0.0), [rf"Adam $\eta{{=}}{latex_number(1e-3)}$", "", "cos"]))
-        long = pick(runs, family="long_sgd", optimizer="sgd", b=b)
+        long = select(runs, family="long_sgd", optimizer="sgd", b=b)
         rows.append(lr_l2_row(sheet, long, dict(b=b, optimizer="sgd", config="long_sgd",
                     lr0=1e-3, l2=0.0), [rf"SGD $\eta{{=}}{latex_number(1e-3)}$ "
                                         f"({epochs_label(long)} ep)", "", "const"]))
@@ -188,7 +180,7 @@ def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]]) -> 
 
 def depth(runs: pd.DataFrame):
     sheet = Sheet(5)
-    groups = [(arch, opt, partial(pick, runs, family=["main", "depth"], arch=arch,
+    groups = [(arch, opt, partial(select, runs, family=["main", "depth"], arch=arch,
                                   lr0=1e-3, l2=0.0, augment=False))
               for arch in ("resnet9", "r9_avgpool", "resnet56", "resnet110")
               for opt in ("sgd", "adam")]
@@ -214,7 +206,7 @@ def norm_aug(runs: pd.DataFrame):
     choices = {"bn_aug": dict(family="norm_aug", arch="resnet9", augment=True),
                "ln_aug": dict(family="norm_aug", arch="resnet9_ln", augment=True),
                "bn_noaug": dict(family="main", arch="resnet9", augment=False)}
-    groups = [(config, opt, partial(pick, runs, **choices[config]))
+    groups = [(config, opt, partial(select, runs, **choices[config]))
               for config in choices for opt in ("sgd", "adam")]
     panels = test_train_panels(sheet, groups)
     context = {"panels": panels, "sigmas": [f"{s:g}" for s in FIVE],
@@ -227,7 +219,7 @@ def best_recipe(runs: pd.DataFrame):
     sheet, rows = Sheet(7), []
     for opt, label in (("sgd_momentum", "SGD (best)"), ("adam", "Adam")):
         for b in (16, 128, 256):
-            frame = pick(runs, family="best_recipe", optimizer=opt, b=b)
+            frame = select(runs, family="best_recipe", optimizer=opt, b=b)
             key = dict(b=b, optimizer=opt, config="best_recipe")
             at = {s: select(frame, sigma_w=s) for s in EXTREMES}
             cells = {(col, s): summarize(at[s], col, sheet.key(metric=metric, sigma_w=s,

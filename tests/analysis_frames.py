@@ -1,0 +1,39 @@
+"""Tiny hand-made runs/epochs tables in the aggregate's format, for the analysis tests."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from initmem.records import HISTORY_COLUMNS, OUTCOME_COLUMNS, summary_columns
+
+NULLABLE = {"int64": "Int64", "bool": "boolean"}
+RUN_DEFAULTS = {
+    "family": "main", "arch": "resnet9", "optimizer": "sgd", "b": 128, "epochs": 300,
+    "lr0": 1e-3, "schedule": "cosine", "cosine_alpha": 0.01, "momentum": 0.0,
+    "weight_decay": 0.0, "l2": 0.0, "augment": False, "patience": None, "width": 1.0,
+    "dataset": "cifar10", "train_subset": None, "eval_subset": None, "sigma_w": 0.1,
+    "seed": 0, "status": "completed", "record_source": "trained", "diverged": False,
+}
+
+
+def runs_table(rows: list[dict]) -> pd.DataFrame:
+    """A runs table: each row is RUN_DEFAULTS updated by the given fields (outcomes not
+    given are null); run ids are unique and readable."""
+    columns = {c: NULLABLE.get(t, t) if c in OUTCOME_COLUMNS else t
+               for c, t in summary_columns().items()}
+    full = []
+    for i, row in enumerate(rows):
+        r = {**RUN_DEFAULTS, **row}
+        r.setdefault("run_id", f"{r['family']}:{r['arch']}:{r['optimizer']}:lr{r['lr0']:g}:"
+                               f"l2{r['l2']:g}:b{r['b']}:sw{r['sigma_w']:.2f}-s{r['seed']}-{i}")
+        full.append(r)
+    return pd.DataFrame(full).reindex(columns=list(columns)).astype(columns)
+
+
+def epochs_table(rows: list[dict]) -> pd.DataFrame:
+    """An epochs table: history columns plus the run's spec columns (RUN_DEFAULTS)."""
+    spec = [c for c in summary_columns() if c not in OUTCOME_COLUMNS and c != "run_id"]
+    full = [{**RUN_DEFAULTS, "run_id": "r", **row} for row in rows]
+    frame = pd.DataFrame(full).reindex(columns=[*HISTORY_COLUMNS, *spec, "record_source"])
+    return frame.astype({c: t for c, t in HISTORY_COLUMNS.items()
+                         if c in ("run_id", "epoch")})
