@@ -18,8 +18,8 @@ from .. import metrics, style
 from ..errors import InputError
 
 PERCENTILES = (10, 90)  # the paper's bands: 10th-90th percentile over seeds
-ARCH_LABELS = {"resnet9": "ResNet-9", "r9_avgpool": "R9-AvgPool", "resnet9_ln": "ResNet-9 (LN)",
-               "resnet56": "ResNet-56", "resnet110": "ResNet-110"}
+ARCH_LABELS = {"resnet9": "ResNet-9", "r9_avgpool": "R9-AvgPool", "resnet56": "ResNet-56",
+               "resnet110": "ResNet-110"}
 
 
 class FigureInputError(InputError):
