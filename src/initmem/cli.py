@@ -13,7 +13,7 @@ import sys
 from .errors import InputError
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("initmem.train", "train one pack of runs from a spec file"),
+    "train": ("initmem.run_pack", "train one pack of runs from a spec file"),
     "grid": ("initmem.grid", "expand a config into its runs and packs"),
     "aggregate": ("initmem.aggregate", "gather run records into runs/epochs tables"),
     "archive": ("initmem.archive", "pack or unpack the raw run records"),

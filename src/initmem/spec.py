@@ -9,6 +9,7 @@ from the config.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -206,6 +207,12 @@ class Pack:
         """Read a pack spec from YAML or JSON (JSON is YAML)."""
         with open(path) as fh:
             return cls.from_dict(yaml.safe_load(fh) or {})
+
+    @property
+    def key(self) -> str:
+        """Short content hash: names the pack's checkpoint folder."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return {"recipe": dataclasses.asdict(self.recipe),

@@ -9,7 +9,6 @@ stops; its records are written at once. The other runs go on.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import time
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import data
+from . import checkpoint, data
 from .models import PackedNet, build_model
 from .optim import Optimizer, build_optimizer, learning_rate
 from .records import history_frame, summarize, write_records
@@ -85,6 +84,7 @@ class RunState:
     wait: int = 0  # epochs without a new best val loss (Keras EarlyStopping)
     diverged_epoch: int | None = None
     early_stopped: bool = False
+    written: bool = False  # records on disk
 
     @property
     def active(self) -> bool:
@@ -123,132 +123,167 @@ class TrainedPack:
     model: PackedNet
 
 
-def train_pack(pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
-               progress: bool = True) -> TrainedPack:
-    """Train every run of the pack; write each run's records as it ends."""
-    recipe, runs = pack.recipe, pack.runs
-    started = time.perf_counter()
-    model = build_model(recipe, len(runs))
-    model.init_([r.sigma_w for r in runs],
-                [data.run_generators(r.seed, "cpu")["init"] for r in runs])
-    model.to(device).train()
-    optimizer = build_optimizer(recipe, model)
-    gens = [data.run_generators(r.seed, device) for r in runs]
-    order_gens, augment_gens = [g["order"] for g in gens], [g["augment"] for g in gens]
-    kernel_fro_norm_init = model.kernel_fro_norm().tolist()
-    states = [RunState(r, recipe.patience) for r in runs]
-    clocks, k, lam = Clocks(), 0, recipe.l2 + recipe.weight_decay
-    n_train = len(splits.train_x)
-    if n_train != recipe.n_train:
-        raise ValueError(f"the data has {n_train} training images but the recipe counts "
-                         f"{recipe.n_train} (train_subset={recipe.train_subset}); K and the "
-                         "clocks would be wrong")
-    bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, enabled=progress)
-    summaries: list[dict[str, Any]] = []
+class Preempted(Exception):
+    """Training stopped on request (SIGTERM/SIGUSR1) after writing a checkpoint."""
 
-    def finish(i: int) -> None:
-        state = states[i]
+
+class PackTrainer:
+    """Trains one pack; with a checkpoint folder it saves its whole state at the end of
+    every epoch and every `checkpoint_every_s` seconds, and resumes from it bitwise."""
+
+    def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
+                 checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
+                 progress: bool = True):
+        recipe, runs = pack.recipe, pack.runs
+        if len(splits.train_x) != recipe.n_train:
+            raise ValueError(f"the data has {len(splits.train_x)} training images but the "
+                             f"recipe counts {recipe.n_train} (train_subset="
+                             f"{recipe.train_subset}); K and the clocks would be wrong")
+        self.pack, self.splits, self.out_dir, self.device = pack, splits, out_dir, device
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
+        self.model = build_model(recipe, len(runs))
+        self.model.init_([r.sigma_w for r in runs],
+                         [data.run_generators(r.seed, "cpu")["init"] for r in runs])
+        self.model.to(device).train()
+        self.optimizer = build_optimizer(recipe, self.model)
+        gens = [data.run_generators(r.seed, device) for r in runs]
+        self.order_gens = [g["order"] for g in gens]
+        self.augment_gens = [g["augment"] for g in gens]
+        self.kernel_fro_norm_init = self.model.kernel_fro_norm().tolist()
+        self.states = [RunState(r, recipe.patience) for r in runs]
+        self.clocks, self.k, self.epoch, self.step = Clocks(), 0, 1, 0
+        self.order: Tensor | None = None  # this epoch's example order, (N, n_train)
+        self.loss_sum = torch.zeros(len(runs), device=device)
+        self.correct = torch.zeros(len(runs), device=device)
+        self.elapsed_s = 0.0
+        self.stop_requested = False  # set by a signal handler
+        self.summaries: list[dict[str, Any]] = []
+        if checkpoint_dir is not None:
+            self._resume()
+
+    def run(self) -> TrainedPack:
+        recipe = self.pack.recipe
+        started, last_save = time.monotonic() - self.elapsed_s, time.monotonic()
+        bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, self.progress,
+                            initial=self.k)
+        lam = recipe.l2 + recipe.weight_decay
+        while self.epoch <= recipe.epochs and any(s.active for s in self.states):
+            epoch_start = time.monotonic()
+            if self.order is None:
+                self.order = data.epoch_permutations(recipe.n_train, self.order_gens)
+            for idx in data.minibatches(self.order[:, self.step * recipe.b:], recipe.b):
+                x = data.as_float(self.splits.train_x[idx])
+                if recipe.augment:
+                    x = data.augment_packed(x, self.augment_gens)
+                lr = learning_rate(recipe, self.k)
+                loss, hits = train_step(self.model, self.optimizer, x, self.splits.train_y[idx],
+                                        lr, recipe.l2)
+                self.loss_sum += loss * idx.shape[1]
+                self.correct += hits
+                self.clocks.tick(lr, recipe.b, lam)
+                self.k, self.step = self.k + 1, self.step + 1
+                bar.update(1)
+                if self.stop_requested or time.monotonic() - last_save > self.checkpoint_every_s:
+                    self.elapsed_s = time.monotonic() - started
+                    self._save()
+                    last_save = time.monotonic()
+                    if self.stop_requested:
+                        raise Preempted(f"stopped at update {self.k}, checkpoint written")
+            rows = self._end_epoch(started)
+            images_per_s = len(self.states) * recipe.n_train / (time.monotonic() - epoch_start)
+            bar.set_postfix(epoch=self.epoch - 1, loss=f"{rows[0][0]:.3f}",
+                            acc=f"{rows[0][1]:.3f}", img_s=f"{images_per_s:.0f}")
+            self.elapsed_s = time.monotonic() - started
+            self._save()
+            last_save = time.monotonic()
+        bar.close()
+        for state in self.states:
+            if not state.written:
+                self._finish(state)
+        return TrainedPack(self.summaries, self.model)
+
+    def _end_epoch(self, started: float) -> list[list[float]]:
+        recipe, splits = self.pack.recipe, self.splits
+        val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2)
+        test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2)
+        columns = torch.stack([self.loss_sum / recipe.n_train, self.correct / recipe.n_train,
+                               *val, *test, self.model.kernel_fro_norm().detach()])
+        rows = columns.T.tolist()  # the epoch's one host synchronisation
+        lr = learning_rate(recipe, self.k - 1)
+        for state, row in zip(self.states, rows, strict=True):
+            if state.active:
+                state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
+                                          **vars(self.clocks)})
+                if not state.active:
+                    self.elapsed_s = time.monotonic() - started
+                    self._finish(state)
+        self.epoch, self.step, self.order = self.epoch + 1, 0, None
+        self.loss_sum.zero_()
+        self.correct.zero_()
+        return rows
+
+    def _finish(self, state: RunState) -> None:
+        i = self.states.index(state)
         history = history_frame(state.history)
-        summary = summarize(state.run, history, kernel_fro_norm_init=kernel_fro_norm_init[i],
+        summary = summarize(state.run, history,
+                            kernel_fro_norm_init=self.kernel_fro_norm_init[i],
                             diverged_epoch=state.diverged_epoch,
                             early_stopped=state.early_stopped,
-                            wall_time_s=time.perf_counter() - started, device=str(device))
-        write_records(out_dir / state.run.run_dir, history, summary)
-        summaries.append(summary)
+                            wall_time_s=self.elapsed_s, device=str(self.device))
+        write_records(self.out_dir / state.run.run_dir, history, summary)
+        state.written = True
+        self.summaries.append(summary)
 
-    for epoch in range(1, recipe.epochs + 1):
-        epoch_start = time.perf_counter()
-        loss_sum = torch.zeros(len(runs), device=device)
-        correct = torch.zeros(len(runs), device=device)
-        order = data.epoch_permutations(n_train, order_gens)
-        for idx in data.minibatches(order, recipe.b):
-            x = data.as_float(splits.train_x[idx])
-            if recipe.augment:
-                x = data.augment_packed(x, augment_gens)
-            lr = learning_rate(recipe, k)
-            loss, hits = train_step(model, optimizer, x, splits.train_y[idx], lr, recipe.l2)
-            loss_sum += loss * idx.shape[1]
-            correct += hits
-            clocks.tick(lr, recipe.b, lam)
-            k += 1
-            bar.update(1)
-        val = evaluate(model, splits.val_x, splits.val_y, recipe.l2)
-        test = evaluate(model, splits.test_x, splits.test_y, recipe.l2)
-        columns = torch.stack([loss_sum / n_train, correct / n_train, *val, *test,
-                               model.kernel_fro_norm().detach()])
-        rows = columns.T.tolist()  # the epoch's one host synchronisation
-        for i, (state, row) in enumerate(zip(states, rows, strict=True)):
-            if state.active:
-                state.record(epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
-                                     **vars(clocks)})
-                if not state.active:
-                    finish(i)
-        images_per_s = len(runs) * n_train / (time.perf_counter() - epoch_start)
-        bar.set_postfix(epoch=epoch, loss=f"{rows[0][0]:.3f}", acc=f"{rows[0][1]:.3f}",
-                        img_s=f"{images_per_s:.0f}")
-        if not any(s.active for s in states):
-            break
-    bar.close()
-    for i, state in enumerate(states):
-        if state.active:
-            finish(i)
-    return TrainedPack(summaries, model)
+    def _checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "pack": self.pack.to_dict(), "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "order_gens": [g.get_state() for g in self.order_gens],
+            "augment_gens": [g.get_state() for g in self.augment_gens],
+            "states": [vars(s) for s in self.states], "clocks": vars(self.clocks),
+            "k": self.k, "epoch": self.epoch, "step": self.step, "order": self.order,
+            "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
+            "kernel_fro_norm_init": self.kernel_fro_norm_init,
+        }
+
+    def _save(self) -> None:
+        if self.checkpoint_dir is not None:
+            checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
+
+    def _resume(self) -> None:
+        saved = checkpoint.load_latest(self.checkpoint_dir)
+        if saved is None:
+            return
+        if saved["pack"] != self.pack.to_dict():
+            raise checkpoint.CheckpointError(
+                f"{self.checkpoint_dir}: checkpoint of another pack; remove it to start over")
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        for gen, state in zip(self.order_gens + self.augment_gens,
+                              saved["order_gens"] + saved["augment_gens"], strict=True):
+            gen.set_state(state)
+        for state, fields in zip(self.states, saved["states"], strict=True):
+            vars(state).update({**fields, "run": state.run})
+        self.clocks = Clocks(**saved["clocks"])
+        self.k, self.epoch, self.step = saved["k"], saved["epoch"], saved["step"]
+        order = saved["order"]
+        self.order = None if order is None else order.to(self.device)
+        self.loss_sum = saved["loss_sum"].to(self.device)
+        self.correct = saved["correct"].to(self.device)
+        self.elapsed_s = saved["elapsed_s"]
+        self.kernel_fro_norm_init = saved["kernel_fro_norm_init"]
+        log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
 
 
-def _progress_bar(total: int, enabled: bool):
+def train_pack(pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
+               progress: bool = True) -> TrainedPack:
+    """Train every run of the pack (no checkpoints); write each run's records as it ends."""
+    return PackTrainer(pack, splits, out_dir, device, progress=progress).run()
+
+
+def _progress_bar(total: int, enabled: bool, initial: int = 0):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="step", disable=not enabled, dynamic_ncols=True)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("device=cuda asked for, but torch sees no CUDA device; "
-                         "use --device cpu or auto")
-    device = torch.device(name)
-    if device.type == "cuda":
-        # TensorFlow's and PyTorch's defaults on Ampere+: TF32 convolutions and matmuls.
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    return device
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        precision = "float32 (TF32 convolutions and matmuls allowed)"
-    else:
-        name, precision = "cpu", "float32"
-    return (f"device={device} ({name}), precision={precision}, "
-            f"threads={torch.get_num_threads()}, torch={torch.__version__}")
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", type=Path, help="pack spec (YAML/JSON: recipe + runs)")
-    parser.add_argument("out_dir", type=Path, help="records go to OUT_DIR/<run_dir>/")
-    parser.add_argument("--data-root", type=Path, default=Path("data/cifar10"),
-                        help="CIFAR-10 root in torchvision layout (default: data/cifar10)")
-    parser.add_argument("--download", action="store_true",
-                        help="download CIFAR-10 if the root lacks it")
-    parser.add_argument("--allow-unverified", action="store_true",
-                        help="accept a CIFAR-10 copy that fails the official MD5 sums")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    pack = Pack.load(args.spec)
-    device = resolve_device(args.device)
-    log.info("%s", describe_device(device))
-    splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
-                              allow_unverified=args.allow_unverified, device=device)
-    log.info("pack of %d runs: %s, %d epochs x %d steps", len(pack.runs),
-             pack.recipe.recipe_id, pack.recipe.epochs, pack.recipe.steps_per_epoch)
-    result = train_pack(pack, splits, args.out_dir, device, progress=not args.no_progress)
-    for s in result.summaries:
-        log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
-                 s["tau_best"], s["test_acc_best"])
-    return 0
+    return tqdm(total=total, initial=initial, unit="step", disable=not enabled,
+                dynamic_ncols=True)

@@ -1,0 +1,102 @@
+"""The `train` command: one pack spec in, one record folder per run out.
+
+It resumes from the pack's checkpoint when one exists. On SIGTERM or SIGUSR1 (what SLURM
+sends at preemption and, with --signal, before the time limit) it finishes the update in
+flight, writes a checkpoint and exits with PREEMPTED_EXIT so the job can be requeued.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from pathlib import Path
+
+import torch
+
+from . import checkpoint, data
+from .spec import Pack
+from .train import PackTrainer, Preempted
+
+log = logging.getLogger("initmem.train")
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("device=cuda asked for, but torch sees no CUDA device; "
+                         "use --device cpu or auto")
+    device = torch.device(name)
+    if device.type == "cuda":
+        # TensorFlow's and PyTorch's defaults on Ampere+: TF32 convolutions and matmuls.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return device
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        precision = "float32 (TF32 convolutions and matmuls allowed)"
+    else:
+        name, precision = "cpu", "float32"
+    return (f"device={device} ({name}), precision={precision}, "
+            f"threads={torch.get_num_threads()}, torch={torch.__version__}")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="pack spec (YAML/JSON: recipe + runs)")
+    parser.add_argument("out_dir", type=Path, help="records go to OUT_DIR/<run_dir>/")
+    parser.add_argument("--data-root", type=Path, default=Path("data/cifar10"),
+                        help="CIFAR-10 root in torchvision layout (default: data/cifar10)")
+    parser.add_argument("--download", action="store_true",
+                        help="download CIFAR-10 if the root lacks it")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="accept a CIFAR-10 copy that fails the official MD5 sums")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="checkpoint folder root (default OUT_DIR/.checkpoints); the "
+                             "pack's checkpoints go to a subfolder named by its content hash")
+    parser.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS",
+                        help="checkpoint interval within an epoch (default 600 s); every "
+                             "epoch end is checkpointed too")
+    parser.add_argument("--keep-checkpoint", action="store_true",
+                        help="keep the final checkpoint (the trained weights) after success")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    pack = Pack.load(args.spec)
+    device = resolve_device(args.device)
+    log.info("%s", describe_device(device))
+    splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
+                              allow_unverified=args.allow_unverified, device=device)
+    folder = (args.checkpoint_dir or args.out_dir / ".checkpoints") / pack.key
+    log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
+             pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
+             pack.recipe.epochs, pack.recipe.steps_per_epoch, folder)
+    trainer = PackTrainer(pack, splits, args.out_dir, device, checkpoint_dir=folder,
+                          checkpoint_every_s=args.checkpoint_every,
+                          progress=not args.no_progress)
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.warning("received %s: checkpointing after the current update",
+                    signal.Signals(signum).name)
+        trainer.stop_requested = True
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, request_stop)
+    try:
+        result = trainer.run()
+    except Preempted as stop:
+        log.warning("%s; exiting with status %d", stop, PREEMPTED_EXIT)
+        return PREEMPTED_EXIT
+    if not args.keep_checkpoint:
+        checkpoint.remove(folder)
+    for s in result.summaries:
+        log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
+                 s["tau_best"], s["test_acc_best"])
+    return 0

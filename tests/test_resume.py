@@ -1,0 +1,157 @@
+"""Checkpoints, resume, preemption: an interrupted pack ends bitwise equal to an
+uninterrupted one (on CPU), and a damaged checkpoint is detected and skipped."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from initmem import checkpoint, data
+from initmem.records import read_records
+from initmem.run_pack import PREEMPTED_EXIT
+from initmem.spec import Pack, Recipe, Run
+from initmem.train import PackTrainer, Preempted
+
+RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3, lr0=1e-3,
+                width=0.125, dataset="synthetic", train_subset=160, eval_subset=64,
+                augment=True)
+PACK = Pack(RECIPE, (Run(RECIPE, 0.5, 0), Run(RECIPE, 2.0, 1)))
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return data.load_splits(RECIPE, None)
+
+
+def records(out: Path) -> list[pd.DataFrame]:
+    frames = []
+    for run in PACK.runs:
+        history, summary = read_records(out / run.run_dir)
+        frames += [history, summary.drop(columns=["wall_time_s"])]
+    return frames
+
+
+def assert_same_records(a: Path, b: Path) -> None:
+    for left, right in zip(records(a), records(b), strict=True):
+        pd.testing.assert_frame_equal(left, right, check_exact=True)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(splits, tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    result = PackTrainer(PACK, splits, out, CPU, progress=False).run()
+    return out, result.model.state_dict()
+
+
+def test_checkpoint_round_trip_and_fallback(tmp_path):
+    checkpoint.save(tmp_path, {"k": 1})
+    checkpoint.save(tmp_path, {"k": 2})
+    assert checkpoint.load_latest(tmp_path) == {"k": 2}
+    raw = (tmp_path / checkpoint.LATEST).read_bytes()
+    (tmp_path / checkpoint.LATEST).write_bytes(raw[:-10])  # truncated
+    with pytest.raises(checkpoint.CheckpointError, match="latest.pt: checksum mismatch"):
+        checkpoint.read(tmp_path / checkpoint.LATEST)
+    assert checkpoint.load_latest(tmp_path) == {"k": 1}  # falls back to the previous one
+    flipped = bytearray((tmp_path / checkpoint.PREVIOUS).read_bytes())
+    flipped[-1] ^= 0xFF
+    (tmp_path / checkpoint.PREVIOUS).write_bytes(bytes(flipped))
+    assert checkpoint.load_latest(tmp_path) is None  # nothing good: start over
+    assert not list(tmp_path.glob(".ckpt.*"))  # no temporary files left behind
+
+
+def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    trainer = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+    real_step, calls = trainer.optimizer.step, []
+
+    def step_then_stop_after_7(lr):  # as if SIGTERM arrived during update 7
+        real_step(lr)
+        calls.append(lr)
+        trainer.stop_requested = len(calls) >= 7
+
+    trainer.optimizer.step = step_then_stop_after_7
+    with pytest.raises(Preempted):
+        trainer.run()
+    assert trainer.k == 7 and trainer.step == 2  # epoch 2, update 2 of 5
+    resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+    assert resumed.k == 7
+    model = resumed.run().model.state_dict()
+    assert_same_records(uninterrupted[0], out)
+    for name, tensor in uninterrupted[1].items():
+        assert torch.equal(tensor, model[name]), name
+
+
+def test_a_checkpoint_of_another_pack_is_refused(splits, tmp_path):
+    PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c",
+                progress=False)._save()
+    other = Pack(RECIPE, (Run(RECIPE, 0.5, 0),))
+    with pytest.raises(checkpoint.CheckpointError, match="another pack"):
+        PackTrainer(other, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
+
+
+def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "initmem", "train", str(spec), str(out),
+                             "--device", "cpu", "--no-progress", "--checkpoint-every", "0",
+                             *extra], stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not (folder / checkpoint.LATEST).exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_loses_nothing(uninterrupted, tmp_path):
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    PACK.dump(spec)
+    folder = out / ".checkpoints" / PACK.key
+    rng, kills = random.Random(0), 0
+    while True:
+        proc = cli(spec, out)
+        if kills < 3:
+            wait_for_checkpoint(folder, proc)
+            time.sleep(rng.uniform(0.0, 1.5))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                continue
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        break
+    assert kills == 3
+    assert_same_records(uninterrupted[0], out)
+    assert not folder.exists()  # removed after success
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+def test_preemption_signal_checkpoints_and_exits_with_the_retry_status(
+        signum, uninterrupted, tmp_path):
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    PACK.dump(spec)
+    folder = out / ".checkpoints" / PACK.key
+    proc = cli(spec, out, "--keep-checkpoint")
+    wait_for_checkpoint(folder, proc)
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == PREEMPTED_EXIT, err
+    assert "checkpoint" in err and (folder / checkpoint.LATEST).exists()
+    second = cli(spec, out, "--keep-checkpoint")
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 0 and "resumed from checkpoint" in err, err
+    assert_same_records(uninterrupted[0], out)
+    weights = checkpoint.load_latest(folder)["model"]
+    for name, tensor in uninterrupted[1].items():
+        assert torch.equal(tensor, weights[name]), name
