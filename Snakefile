@@ -1,0 +1,45 @@
+# Reproduce "Do Deep Networks Forget Initialization?": train every run of the config,
+# aggregate the records, then render the paper's tables, figures and PDF.
+#   snakemake --profile workflow/profiles/default all                 (config.yaml)
+#   snakemake --profile workflow/profiles/default --configfile config/demo.yaml all
+# A --configfile replaces config.yaml entirely: each config describes every run.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/paper.smk"
+include: "workflow/rules/archive.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        PAPER_PDF,
+        TABLE_FILES,
+        FIGURE_FILES,
+
+
+rule tables:
+    input:
+        TABLE_FILES,
+
+
+rule figures:
+    input:
+        FIGURE_FILES,
+
+
+rule archive:
+    input:
+        ARCHIVE_FILE,

@@ -1,0 +1,34 @@
+# Aggregation: every expected run's records (or the archive's) into the two tables that
+# tables, figures, macros and the scorecard read.
+
+
+rule write_config:
+    output:
+        CONFIG_FILE,
+    params:
+        # only what decides the runs: changing execution or data settings redoes nothing
+        text=yaml.safe_dump(grid.experiment_config(config), sort_keys=False),
+    log:
+        "logs/write_config.log",
+    localrule: True
+    shell:
+        "printf '%s' {params.text:q} > {output} 2> {log}"
+
+
+rule aggregate_runs:
+    input:
+        config=CONFIG_FILE,
+        records=get_records(),
+    output:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+    params:
+        source=f"--archive {ARCHIVE}" if ARCHIVE else "--records results/runs",
+    log:
+        "logs/aggregate.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} aggregate --config {input.config} {params.source} "
+        "--runs {output.runs} --epochs {output.epochs} > {log} 2>&1"

@@ -1,0 +1,91 @@
+# Tables, figures, macros and scorecard: each calls its `python -m initmem` command on the
+# aggregated tables. Every file is its own target and needs only the aggregate.
+
+
+rule render_table:
+    input:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+        config=CONFIG_FILE,
+    output:
+        "results/tables/table{n}.tex",
+    wildcard_constraints:
+        n="[1-7]",
+    log:
+        "logs/tables/table{n}.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} table {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
+        "--config {input.config} --out {output} > {log} 2>&1"
+
+
+rule draw_figure:
+    input:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+        config=CONFIG_FILE,
+    output:
+        pdf="results/figures/fig{n}.pdf",
+        png="results/figures/fig{n}.png",
+    wildcard_constraints:
+        n="[1-8]",
+    log:
+        "logs/figures/fig{n}.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} figure {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
+        "--config {input.config} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule draw_toy_figure:
+    # Fig. 9 is the toy model of App. G: no runs, and a table of its own beside it
+    output:
+        pdf="results/figures/fig9.pdf",
+        png="results/figures/fig9.png",
+        csv="results/figures/fig9.csv",
+    log:
+        "logs/figures/fig9.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} figure 9 --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule write_macros:
+    input:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+        config=CONFIG_FILE,
+    output:
+        "results/paper/macros.tex",
+    log:
+        "logs/macros.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} macros --runs {input.runs} --epochs {input.epochs} "
+        "--config {input.config} --out {output} > {log} 2>&1"
+
+
+rule score_reproduction:
+    input:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+        config=CONFIG_FILE,
+    output:
+        csv="results/scorecard/scorecard.csv",
+        tex="results/scorecard/scorecard.tex",
+    log:
+        "logs/scorecard.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{INITMEM} scorecard --runs {input.runs} --epochs {input.epochs} "
+        "--config {input.config} --csv {output.csv} --tex {output.tex} > {log} 2>&1"

@@ -1,0 +1,19 @@
+# The raw-runs archive: every run record in one file (format: initmem.archive). With
+# `--config archive=PATH` the aggregate reads that file instead and nothing is trained.
+
+if not ARCHIVE:
+
+    rule pack_archive:
+        input:
+            config=CONFIG_FILE,
+            records=all_run_files(),
+        output:
+            ARCHIVE_FILE,
+        log:
+            "logs/archive.log",
+        localrule: True
+        conda:
+            "../../envs/analysis.yaml"
+        shell:
+            "{INITMEM} archive pack --config {input.config} --records results/runs "
+            "--out {output} > {log} 2>&1"

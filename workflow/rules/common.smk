@@ -1,0 +1,73 @@
+# Shared by every rule file: the validated config, its packs, paths and input functions.
+
+import glob
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
+from snakemake.utils import validate
+
+SRC = Path(workflow.basedir) / "src"
+sys.path.insert(0, str(SRC))  # initmem without installing it
+
+from initmem import cost, grid
+
+
+grid.validate_config(config)  # errors that name the key, the bad value and what is allowed
+validate(config, str(grid.SCHEMA_PATH))  # snakemake's own check; fills in the defaults
+
+# Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,
+# under --sdm conda, the rule's environment (which does not install initmem).
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+INITMEM = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable} -m initmem"
+EXECUTION = config["execution"]
+ARCHIVE = config["archive"]  # a runs archive: records come from it, nothing is trained
+PACKS = {} if ARCHIVE else grid.make_packs(config)
+RECORD_FILES = ("history.parquet", "summary.parquet")
+RUNS_TABLE = "results/aggregate/runs.parquet"
+EPOCHS_TABLE = "results/aggregate/epochs.parquet"
+CONFIG_FILE = "results/config.yaml"
+ARCHIVE_FILE = "results/archive/runs.tar"
+TABLE_FILES = [f"results/tables/table{n}.tex" for n in range(1, 8)]
+FIGURE_FILES = [f"results/figures/fig{n}.{ext}" for n in range(1, 10) for ext in ("pdf", "png")]
+PAPER_PDF = "results/paper/paper.pdf"
+
+
+def run_files(runs):
+    """Record files of runs: results/runs/<run_dir>/{history,summary}.parquet."""
+    return [f"results/runs/{run.run_dir}/{name}" for run in runs for name in RECORD_FILES]
+
+
+def all_run_files():
+    return [f for pack in PACKS.values() for f in run_files(pack.runs)]
+
+
+def get_records():
+    """What the aggregate reads: the archive, or every expected run's record files."""
+    return [ARCHIVE] if ARCHIVE else all_run_files()
+
+
+def derived(value):
+    """A param that Snakemake does not record as a rerun trigger (it takes `output`).
+    Record paths pin the runs' specs, so regrouping runs into packs, moving the data or
+    changing device must never retrain a finished run."""
+    return lambda wildcards, output: value
+
+
+def confirm_cpu_launch():
+    """Before a local launch without GPU trains more than an hour of GPU work: print what
+    it would cost and stop unless confirm_cpu_full is set."""
+    if not workflow.local_exec:
+        return
+    pending = [PACKS[job.rule.name.removeprefix("train_")]
+               for job in workflow.dag.needrun_jobs() if job.rule.name.startswith("train_")]
+    warning = cost.cpu_launch_warning(pending, config["confirm_cpu_full"])
+    if warning:
+        raise WorkflowError(warning)
+
+
+onstart:
+    confirm_cpu_launch()
