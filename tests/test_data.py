@@ -80,7 +80,8 @@ def test_unverified_copy_loads_when_allowed(tmp_path):
     assert s.source == "cifar10 (unverified copy)"
     train_rows = np.concatenate([images[n] for n in data.TRAIN_FILES])
     train, val = split_indices(5 * PER_BATCH)
-    expected = {"train": train_rows[train], "val": train_rows[val], "test": images["test_batch"]}
+    test = images["test_batch"][data.test_indices(PER_BATCH)]
+    expected = {"train": train_rows[train], "val": train_rows[val], "test": test}
     for part, rows in expected.items():
         x, y = getattr(s, f"{part}_x"), getattr(s, f"{part}_y")
         assert x.dtype == torch.uint8 and y.dtype == torch.int64

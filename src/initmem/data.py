@@ -10,7 +10,8 @@ images (in file order, data_batch_1..5); its first 10,000 entries are the valida
 set, the remaining 40,000 (in permuted order) the training set. The paper's own Keras/TF
 permutation cannot be recovered, so this is our definition; RandomState is numpy's
 stream with a stability guarantee across versions. Subsets (`Recipe.train_subset`,
-`Recipe.eval_subset`) are the first n of these orders; the test set is in file order.
+`Recipe.eval_subset`) are the first n of these orders; the test set is shuffled by
+RandomState(42).permutation(10_000) so that its subsets are fair samples.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def split_indices(n_total: int = 5 * EVAL_SIZE) -> tuple[np.ndarray, np.ndarray]
     return perm[n_total // 5:], perm[:n_total // 5]
 
 
+def test_indices(n_test: int = EVAL_SIZE) -> np.ndarray:
+    """A fixed shuffle of the test set, so that an eval_subset is a fair sample even from
+    a copy whose test file is sorted by class (the JPEG-derived one is)."""
+    return np.random.RandomState(SPLIT_SEED).permutation(n_test)
+
+
 def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
     folder = root / FOLDER
     if download and _unverified(folder):
@@ -136,9 +143,10 @@ def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
                                                strict=True))
     test_x, test_y = _read_batch(folder / "test_batch")
     train, val = split_indices(len(train_y))
+    test = test_indices(len(test_y))
     source = "cifar10 (" + ("unverified copy" if failing else "MD5 verified") + ")"
     return [_tensors(train_x[train], train_y[train]), _tensors(train_x[val], train_y[val]),
-            _tensors(test_x, test_y)], source
+            _tensors(test_x[test], test_y[test])], source
 
 
 def _how_to_get(root: Path) -> str:
