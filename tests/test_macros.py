@@ -104,3 +104,17 @@ def test_cli_writes_the_macros(tmp_path):
     assert main(["macros", "--runs", str(runs), "--epochs", str(epochs), "--config",
                  str(config), "--out", str(out)]) == 0
     assert r"\newcommand{\SpreadSGDbOneTwoEight}{\ensuremath{26.5}}" in out.read_text()
+
+
+def test_max_spread_is_unknown_while_any_configuration_is():
+    rows = [{"family": fam, "arch": arch, "augment": aug, "optimizer": "adam", "b": b,
+             "sigma_w": s, "test_acc_best": 0.85 + (0.02 if s == 0.1 and b == 16 else 0)}
+            for fam, arch, aug in (("norm_aug", "resnet9", True), ("norm_aug", "resnet9_ln",
+                                                                   True),
+                                   ("main", "resnet9", False))
+            for b in (16, 128) for s in FIVE]
+    quote = QUOTES["SpreadNormAugAdamMax"]
+    assert macros.evaluate(quote, runs_table(rows))[0] == pytest.approx(2.0)
+    no_ln_128 = [r for r in rows if not (r["arch"] == "resnet9_ln" and r["b"] == 128
+                                         and r["sigma_w"] == 2.5)]
+    assert math.isnan(macros.evaluate(quote, runs_table(no_ln_128))[0])

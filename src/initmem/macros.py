@@ -34,7 +34,7 @@ class Quote:
     """A number of the prose: kind of statistic, the runs' filters, its sigma_w values."""
 
     name: str
-    kind: str  # spread | test | delta | T_SGD | T_L2 | beta_final | beta_decades
+    kind: str  # spread | max_spread | test | delta | T_SGD | T_L2 | beta_final | beta_decades
     where: dict = field(default_factory=dict)
     sigmas: tuple[float, ...] | None = None  # None: every sigma_w of the runs
 
@@ -79,6 +79,9 @@ QUOTES = [
              "lr0": 1e-3, "l2": 0.0, "augment": False}, FIVE) for a in DEPTH),
     *(Quote(f"Spread{n}SGD{_b(b)}", "spread", {**w, "optimizer": "sgd", "b": b}, FIVE)
       for n, w in NORM.items() for b in (16, 128)),
+    Quote("SpreadNormAugAdamMax", "max_spread",  # App. E: Adam <= 3.5 pp in all six
+          {"family": ["norm_aug", "main"], "arch": ["resnet9", "resnet9_ln"],
+           "optimizer": "adam", "b": [16, 128]}, FIVE),
     Quote("TSGDbOneTwoEight", "T_SGD", {**MAIN, "optimizer": "sgd", "b": 128}),
     Quote("TSGDLongbOneTwoEight", "T_SGD", {"family": "long_sgd", "b": 128}),
     Quote("TSGDLrMidbOneSix", "T_SGD", {**SGD_LR, "lr0": 1e-2, "l2": 0.0, "b": 16}),
@@ -102,6 +105,10 @@ def evaluate(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = Non
         return math.nan, frame
     if quote.kind == "spread":
         return spread_pp(frame, quote.sigmas), frame
+    if quote.kind == "max_spread":  # the largest spread among the selected recipes
+        spreads = [spread_pp(group, quote.sigmas) for _, group in
+                   frame.groupby(metrics.recipe_keys(), dropna=False)]
+        return float(np.max(spreads)), frame  # NaN when any one is unknown
     if quote.kind in ("test", "delta"):
         means = [100 * select(frame, sigma_w=s)["test_acc_best"].mean()
                  for s in quote.sigmas]

@@ -61,10 +61,10 @@ def environment() -> jinja2.Environment:
 def build(number: int, runs: pd.DataFrame, config: dict | None = None) -> Table:
     """The table's context and cells (Table 1 needs the config, the others the runs)."""
     if number not in TABLES:
-        raise ValueError(f"table {number!r} is not allowed; tables are {TABLES}")
+        raise InputError(f"table {number!r} is not allowed; tables are {TABLES}")
     if number == 1:
         if config is None:
-            raise ValueError("table 1 is rendered from the config: pass config_path")
+            raise InputError("table 1 is rendered from the config: pass --config")
         return Table(1, table_rows.optimizer_settings(config))
     context, cells, texts = table_rows.BUILDERS[number](runs)
     return Table(number, context, cells, texts)
