@@ -91,10 +91,11 @@ def published_dir(tmp_path: Path) -> Path:
         "4,128,sgd,resnet9,,0.001,0,spread,pp,26.5,,10,,",
         "4,16,sgd,resnet9,0.1,0.001,0,test_acc,pct,88.1,0.3,10,,",
         "text,128,sgd,resnet9,,0.001,0,T_SGD,clock,7.3e-4,,,,TSGDbOneTwoEight",
+        "text,128,sgd,resnet9,,0.001,0,spread,pp,26.5,,10,,SpreadSGDbOneTwoEight",
     ]
     header = "table,b,optimizer,config,sigma_w,lr0,l2,metric,unit,value,std,n_seeds,note,macro"
     (folder / "table4.csv").write_text("\n".join([header, *rows[:4]]) + "\n")
-    (folder / "text.csv").write_text("\n".join([header, rows[4]]) + "\n")
+    (folder / "text.csv").write_text("\n".join([header, *rows[4:]]) + "\n")
     return folder
 
 
@@ -129,7 +130,9 @@ def test_score_compares_cell_by_cell(tmp_path):
     assert card.loc[("4", "16", "0.1", "test_acc")]["verdict"] == "missing"
     clock = card.loc[("text", "128", "", "T_SGD")]
     assert clock["reproduced"] == pytest.approx(300 * 313 * 1e-6 / 128)
-    assert clock["verdict"] == "agrees"
+    assert clock["verdict"] == "agrees" and not clock["partial"]
+    prose = card.loc[("text", "128", "", "spread")]
+    assert prose["reproduced"] == pytest.approx(25.6) and prose["partial"]
 
 
 def test_summary_and_outputs(tmp_path):
@@ -140,13 +143,14 @@ def test_summary_and_outputs(tmp_path):
                  str(published_dir(tmp_path)), "--out-csv", str(out_csv),
                  "--out-tex", str(out_tex)]) == 0
     card = pd.read_csv(out_csv)
-    assert len(card) == 5
+    assert len(card) == 6
     summary = scorecard.summary(card.astype({"table": str})).set_index("table")
     assert summary.loc["4", ["agrees", "disagrees", "missing", "partial", "cells"]].tolist() \
         == [3, 0, 1, 2, 4]
     tex = out_tex.read_text()
     assert r"Table~\ref{tab:table4} & 4 & 3 & 0 & 1 & 2 \\" in tex
-    assert r"Total & 5 & 4 & 0 & 1 & 2 \\" in tex
+    assert r"Prose & 2 & 2 & 0 & 0 & 1 \\" in tex
+    assert r"Total & 6 & 5 & 0 & 1 & 3 \\" in tex
     assert "max(2" in tex.replace(r"\max", "max") and "SYNTHETIC" not in tex
 
 

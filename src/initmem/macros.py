@@ -160,9 +160,15 @@ def scientific(x: float) -> str:
     return rf"{x / 10**exponent:.1f}\cdot 10^{{{exponent}}}"
 
 
-def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> dict[str, float]:
-    """name -> value of every quote (the scorecard compares them with the paper's)."""
-    return {q.name: evaluate(q, runs, epochs)[0] for q in QUOTES}
+def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every quote's value and how many of its runs are missing (for the scorecard),
+    indexed by macro name."""
+    rows = []
+    for quote in QUOTES:
+        value, frame = evaluate(quote, runs, epochs)
+        missing = int(frame["status"].eq(metrics.MISSING).sum()) if len(frame) else 0
+        rows.append({"macro": quote.name, "value": value, "n_missing": missing})
+    return pd.DataFrame(rows).set_index("macro")
 
 
 def design_numbers(config: dict) -> dict[str, str]:

@@ -94,11 +94,12 @@ def score(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
                      on=KEYS, how="left", suffixes=("_published", ""))
     quotes = macros.compute(runs)
     is_text = card["table"].eq("text")
-    card.loc[is_text, "value"] = card.loc[is_text, "macro"].map(quotes)
-    unknown = sorted(set(card.loc[is_text, "macro"]) - set(quotes))
+    unknown = sorted(set(card.loc[is_text, "macro"]) - set(quotes.index))
     if unknown:
         raise InputError(f"published text.csv names macros {unknown}; initmem.macros has "
-                         f"{', '.join(sorted(quotes))}")
+                         f"{', '.join(quotes.index)}")
+    for col in ("value", "n_missing"):
+        card.loc[is_text, col] = card.loc[is_text, "macro"].map(quotes[col])
     card["never_reached"] = card["never_reached"].astype("boolean").fillna(False)
     card["value"] = pd.to_numeric(card["value"])
     card["delta"] = card["value"] - card["value_published"]
