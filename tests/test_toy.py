@@ -144,7 +144,6 @@ def test_fig9_full_batch_adam_moves_imbalance_then_freezes(fig9_table):
 
 
 def test_fig9_minibatch_adam_forgets_faster_than_full_batch(fig9_table):
+    # The caption: with stochastic minibatches both rates reach D ~ 0.
     assert abs(fig9_table["minibatch_adam", 0.04]) < 1e-2
-    # eta = 0.01 is still on its way after 200,000 steps (measured -8.5): the caption's
-    # "both reach D ~ 0" holds only for eta = 0.04 with strictly cyclic targets
-    assert abs(fig9_table["minibatch_adam", 0.01]) < abs(fig9_table["adam", 0.01]) / 3
+    assert abs(fig9_table["minibatch_adam", 0.01]) < 1e-2
