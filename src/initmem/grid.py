@@ -173,8 +173,13 @@ def _check_duplicates(runs: list[Run]) -> None:
     by_training: dict[tuple, Run] = {}
     for run in runs:
         if run.run_dir in by_dir:
-            raise ConfigError(f"run {run.run_dir} appears twice (sigma_w is kept to 2 "
-                              "decimals in record paths); remove the duplicate")
+            other = by_dir[run.run_dir]
+            if other == run:
+                raise ConfigError(f"run {run.run_dir} appears twice (a repeated variant or "
+                                  "grid value); remove the duplicate")
+            raise ConfigError(f"two different runs would share the record folder "
+                              f"{run.run_dir} (its path keeps sigma_w to 2 decimals and does "
+                              f"not show cosine_alpha): {other} and {run}")
         by_dir[run.run_dir] = run
         key = (*_training_fields(run.recipe), run.sigma_w, run.seed)
         other = by_training.setdefault(key, run)

@@ -76,8 +76,7 @@ rule write_macros:
 rule score_reproduction:
     input:
         runs=RUNS_TABLE,
-        epochs=EPOCHS_TABLE,
-        config=CONFIG_FILE,
+        published=PAPER_DIR / "published",
     output:
         csv="results/scorecard/scorecard.csv",
         tex="results/scorecard/scorecard.tex",
@@ -87,5 +86,5 @@ rule score_reproduction:
     conda:
         "../../envs/analysis.yaml"
     shell:
-        "{INITMEM} scorecard --runs {input.runs} --epochs {input.epochs} "
-        "--config {input.config} --csv {output.csv} --tex {output.tex} > {log} 2>&1"
+        "{INITMEM} scorecard --runs {input.runs} --published {input.published} "
+        "--out-csv {output.csv} --out-tex {output.tex} > {log} 2>&1"

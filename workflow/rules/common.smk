@@ -1,6 +1,5 @@
 # Shared by every rule file: the validated config, its packs, paths and input functions.
 
-import glob
 import json
 import sys
 from pathlib import Path
@@ -22,7 +21,8 @@ validate(config, str(grid.SCHEMA_PATH))  # snakemake's own check; fills in the d
 # Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,
 # under --sdm conda, the rule's environment (which does not install initmem).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-INITMEM = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable} -m initmem"
+PYTHON = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable}"
+INITMEM = f"{PYTHON} -m initmem"
 EXECUTION = config["execution"]
 ARCHIVE = config["archive"]  # a runs archive: records come from it, nothing is trained
 PACKS = {} if ARCHIVE else grid.make_packs(config)
@@ -33,6 +33,7 @@ CONFIG_FILE = "results/config.yaml"
 ARCHIVE_FILE = "results/archive/runs.tar"
 TABLE_FILES = [f"results/tables/table{n}.tex" for n in range(1, 8)]
 FIGURE_FILES = [f"results/figures/fig{n}.{ext}" for n in range(1, 10) for ext in ("pdf", "png")]
+PAPER_DIR = Path(workflow.basedir) / "paper"  # sources; everything generated is in results/
 PAPER_PDF = "results/paper/paper.pdf"
 
 

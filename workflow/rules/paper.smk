@@ -1,18 +1,36 @@
-# The paper: latexmk on paper/main.tex once every table, figure and number exists.
+# The paper: paper/main.tex finds every generated input under results/ (initmem.paper);
+# it is built once every table, figure and number exists.
+
+
+rule write_paper_status:
+    input:
+        runs=RUNS_TABLE,
+    output:
+        "results/paper/status.tex",
+    log:
+        "logs/paper_status.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "{PYTHON} -m initmem.paper status --runs {input.runs} --out {output} > {log} 2>&1"
 
 
 rule build_paper:
     input:
-        sources=sorted(glob.glob("paper/*.tex") + glob.glob("paper/*.bib")),
+        sources=sorted(PAPER_DIR.glob("*.tex")),
         tables=TABLE_FILES,
         figures=FIGURE_FILES,
         macros="results/paper/macros.tex",
+        status="results/paper/status.tex",
         scorecard="results/scorecard/scorecard.tex",
     output:
         PAPER_PDF,
+    params:
+        paper=PAPER_DIR,
     log:
         "logs/paper.log",
     localrule: True
     shell:
-        "latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=paper/build "
-        "paper/main.tex > {log} 2>&1 && cp paper/build/main.pdf {output}"
+        "{PYTHON} -m initmem.paper build --paper {params.paper} --results results "
+        "--out {output} > {log} 2>&1"
