@@ -155,3 +155,10 @@ def test_preemption_signal_checkpoints_and_exits_with_the_retry_status(
     weights = checkpoint.load_latest(folder)["model"]
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, weights[name]), name
+
+
+def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_path):
+    PackTrainer(PACK, splits, tmp_path, CPU, progress=False).run()
+    assert_same_records(uninterrupted[0], tmp_path)
+    _, summary = read_records(tmp_path / PACK.runs[0].run_dir)
+    assert summary["determinism"].iloc[0].startswith("cpu: deterministic")

@@ -23,7 +23,8 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     kernel_fro_norm_init, kernel_fro_norm_best, kernel_fro_norm_last
     T_SGD, T_L2, T_adapt       final clocks
     diverged, diverged_epoch (null unless diverged)
-    wall_time_s, device, torch_version, python_version, initmem_version
+    wall_time_s, device, determinism (the kernel settings in force),
+    torch_version, python_version, initmem_version
     record_source              trained | generated (synthetic records, never results)
     schema_version
 
@@ -65,7 +66,8 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "kernel_fro_norm_last": "float64",
     "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
     "diverged": "bool", "diverged_epoch": "Int64",
-    "wall_time_s": "float64", "device": "string", "torch_version": "string",
+    "wall_time_s": "float64", "device": "string", "determinism": "string",
+    "torch_version": "string",
     "python_version": "string", "initmem_version": "string",
     "record_source": "string", "schema_version": "int64",
 }
@@ -77,7 +79,8 @@ class RecordError(InputError):
 
 def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
               diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
-              device: str, record_source: str = "trained") -> dict[str, Any]:
+              device: str, determinism: str = "",
+              record_source: str = "trained") -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history."""
     h = history.sort_values("epoch").reset_index(drop=True)
     empty = h.empty
@@ -108,7 +111,8 @@ def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
         "kernel_fro_norm_last": at(last, "kernel_fro_norm"),
         "T_SGD": at(last, "T_SGD"), "T_L2": at(last, "T_L2"), "T_adapt": at(last, "T_adapt"),
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
-        "wall_time_s": wall_time_s, "device": device, **library_versions(),
+        "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
+        **library_versions(),
         "record_source": record_source, "schema_version": SCHEMA_VERSION,
     }
 

@@ -16,13 +16,13 @@ import torch
 
 from . import checkpoint, data
 from .spec import Pack
-from .train import PackTrainer, Preempted
+from .train import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, deterministic: bool = True) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -33,6 +33,10 @@ def resolve_device(name: str) -> torch.device:
         # TensorFlow's and PyTorch's defaults on Ampere+: TF32 convolutions and matmuls.
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+        # Run-to-run equality where the kernels allow it; the records note the settings.
+        torch.backends.cudnn.deterministic = deterministic
+        torch.backends.cudnn.benchmark = not deterministic
+        torch.use_deterministic_algorithms(deterministic, warn_only=True)
     return device
 
 
@@ -43,7 +47,8 @@ def describe_device(device: torch.device) -> str:
     else:
         name, precision = "cpu", "float32"
     return (f"device={device} ({name}), precision={precision}, "
-            f"threads={torch.get_num_threads()}, torch={torch.__version__}")
+            f"threads={torch.get_num_threads()}, torch={torch.__version__}; "
+            f"{determinism_settings(device)}")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -64,13 +69,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "epoch end is checkpointed too")
     parser.add_argument("--keep-checkpoint", action="store_true",
                         help="keep the final checkpoint (the trained weights) after success")
+    parser.add_argument("--nondeterministic", action="store_true",
+                        help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     pack = Pack.load(args.spec)
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, deterministic=not args.nondeterministic)
     log.info("%s", describe_device(device))
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)

@@ -230,7 +230,8 @@ class PackTrainer:
                             kernel_fro_norm_init=self.kernel_fro_norm_init[i],
                             diverged_epoch=state.diverged_epoch,
                             early_stopped=state.early_stopped,
-                            wall_time_s=self.elapsed_s, device=str(self.device))
+                            wall_time_s=self.elapsed_s, device=str(self.device),
+                            determinism=determinism_settings(self.device))
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
@@ -274,6 +275,17 @@ class PackTrainer:
         self.elapsed_s = saved["elapsed_s"]
         self.kernel_fro_norm_init = saved["kernel_fro_norm_init"]
         log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
+
+
+def determinism_settings(device: torch.device) -> str:
+    """The kernel settings behind the numbers, as the records note them."""
+    if device.type != "cuda":
+        return "cpu: deterministic kernels (bitwise repeatable with the same threads)"
+    b = torch.backends
+    return (f"cuda: cudnn.deterministic={b.cudnn.deterministic}, "
+            f"cudnn.benchmark={b.cudnn.benchmark}, tf32(conv)={b.cudnn.allow_tf32}, "
+            f"tf32(matmul)={b.cuda.matmul.allow_tf32}, "
+            f"deterministic_algorithms={torch.are_deterministic_algorithms_enabled()}")
 
 
 def train_pack(pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
