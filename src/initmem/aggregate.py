@@ -61,8 +61,8 @@ def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa
 
 
 def _read(path: Path) -> pa.Table:
-    try:
-        return pq.read_table(path)
+    try:  # ParquetFile.read is ~3x faster than read_table on thousands of small files
+        return pq.ParquetFile(path).read(use_threads=False)
     except FileNotFoundError:
         raise RecordError(f"{path}: missing (its run's summary exists: the records are "
                           "damaged; delete the run folder to retrain it)") from None
@@ -122,9 +122,9 @@ def _check_specs(specs: pd.DataFrame, summaries: pd.DataFrame) -> None:
             same = ((a == b) | (a.isna() & b.isna())).fillna(False).astype(bool)
         if not same.all():
             i = int(np.argmin(same.to_numpy()))
-            raise RecordError(f"record of run {expected['run_id'][i]} has {col}={b[i]!r} but "
-                              f"the config says {a[i]!r}; delete the stale record or fix "
-                              "the config")
+            raise RecordError(f"record of run {expected['run_id'][i]} has {col}={b[i]} but "
+                              f"the config says {a[i]}; delete the stale record or fix the "
+                              "config")
 
 
 def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:

@@ -1,0 +1,133 @@
+"""Aggregation: one row per expected run (missing ones marked), histories with spec columns."""
+
+import dataclasses
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from fakes import fake_history, write_fake_run
+
+from initmem import aggregate, cli, grid
+from initmem.records import HISTORY_COLUMNS, RecordError, read_records, summary_columns
+from initmem.spec import Recipe, Run
+
+CONFIG = {
+    "optimizers": {"sgd": {"label": "SGD"}, "adam": {"label": "Adam"}},
+    "seed_sets": {"two": [0, 1]},
+    "sigma_sets": {"two": [0.5, 2.0]},
+    "common": {"arch": "resnet9", "b": 32, "epochs": 3, "width": 0.125,
+               "dataset": "synthetic", "train_subset": 64},
+    "families": {"main": {"grid": {"optimizer": ["sgd", "adam"]},
+                          "sigma_w": "two", "seeds": "two"}},
+}
+
+
+@pytest.fixture
+def runs():
+    return grid.expand_runs(grid.validate_config(CONFIG))  # 2 optimizers x 2 seeds x 2 sigma
+
+
+def test_missing_runs_are_rows_with_status_missing_and_null_outcomes(tmp_path, runs):
+    for run in runs[:5]:
+        write_fake_run(tmp_path, run)
+    table, epochs = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+    assert list(table["run_id"]) == [r.run_id for r in runs]
+    assert list(table.columns) == list(summary_columns())
+    assert list(table["status"]) == ["completed"] * 5 + ["missing"] * 3
+    missing = table.iloc[5:]
+    assert missing["tau_best"].isna().all() and missing["test_acc_best"].isna().all()
+    assert missing["diverged"].isna().all() and missing["record_source"].isna().all()
+    # spec columns come from the config even without records
+    assert list(missing["optimizer"]) == ["adam"] * 3
+    assert list(missing["sigma_w"]) == [2.0, 0.5, 2.0]
+    assert epochs.num_rows == 5 * 3
+
+
+def test_outcomes_are_the_summaries(tmp_path, runs):
+    write_fake_run(tmp_path, runs[0])
+    table, _ = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+    _, summary = read_records(tmp_path / runs[0].run_dir)
+    row = table.iloc[0]
+    # fake history: val_loss 2/e + 0.1 is smallest at the last epoch (3), train_acc >= 0.995
+    # never (0.8 at epoch 3); val_acc 0.4 + 0.1 e
+    assert row["tau_best"] == 3 and pd.isna(row["tau_interp"])
+    assert row["val_acc_best"] == pytest.approx(0.7)
+    assert row["test_acc_best"] == summary["test_acc_best"].iloc[0]
+    assert row["record_source"] == "generated"
+
+
+def test_epochs_join_history_rows_with_their_run_spec(tmp_path, runs):
+    for run in (runs[0], runs[6]):
+        write_fake_run(tmp_path, run)
+    _, epochs = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+    frame = epochs.to_pandas()
+    assert list(frame.columns[:len(HISTORY_COLUMNS)]) == list(HISTORY_COLUMNS)
+    assert list(frame["run_id"]) == [runs[0].run_id] * 3 + [runs[6].run_id] * 3
+    assert list(frame["epoch"]) == [1, 2, 3, 1, 2, 3]
+    assert list(frame["optimizer"]) == ["sgd"] * 3 + ["adam"] * 3
+    assert list(frame["seed"]) == [runs[0].seed] * 3 + [runs[6].seed] * 3
+    assert list(frame["sigma_w"]) == [runs[0].sigma_w] * 3 + [runs[6].sigma_w] * 3
+    assert set(frame["record_source"]) == {"generated"}
+    assert frame["val_acc"].tolist() == pytest.approx(fake_history(runs[0], 3)["val_acc"].tolist()
+                                                      * 2)
+
+
+def test_records_of_runs_the_config_does_not_expect_are_ignored(tmp_path, runs):
+    stale = Run(dataclasses.replace(runs[0].recipe, epochs=7), 0.5, 0)
+    write_fake_run(tmp_path, stale)
+    write_fake_run(tmp_path, runs[0])
+    summaries, histories = aggregate.read_folder_records(tmp_path, runs)
+    assert summaries.num_rows == 1
+    table, epochs = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, [stale,
+                                                                                         *runs]))
+    assert stale.run_id not in set(table["run_id"]) and len(table) == len(runs)
+    assert set(epochs.column("run_id").to_pylist()) == {runs[0].run_id}
+
+
+def test_a_record_whose_spec_disagrees_with_the_config_is_an_error(tmp_path, runs):
+    other = Run(dataclasses.replace(runs[0].recipe, cosine_alpha=0.5), runs[0].sigma_w,
+                runs[0].seed)
+    assert other.run_dir == runs[0].run_dir  # the path does not show cosine_alpha
+    write_fake_run(tmp_path, other)
+    with pytest.raises(RecordError, match=r"has cosine_alpha=0\.5 but the config says 0\.01"):
+        aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+
+
+def test_a_summary_without_its_history_is_an_error(tmp_path, runs):
+    write_fake_run(tmp_path, runs[0])
+    (tmp_path / runs[0].run_dir / "history.parquet").unlink()
+    with pytest.raises(RecordError, match="history.parquet: missing"):
+        aggregate.read_folder_records(tmp_path, runs)
+
+
+def test_a_truncated_record_is_an_error_naming_the_file(tmp_path, runs):
+    write_fake_run(tmp_path, runs[0])
+    path = tmp_path / runs[0].run_dir / "summary.parquet"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(RecordError, match="summary.parquet: unreadable"):
+        aggregate.read_folder_records(tmp_path, runs)
+
+
+def test_no_records_at_all_gives_every_run_missing(tmp_path, runs):
+    table, epochs = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+    assert (table["status"] == "missing").all() and epochs.num_rows == 0
+    assert epochs.column_names[:len(HISTORY_COLUMNS)] == list(HISTORY_COLUMNS)
+
+
+def test_cli_writes_both_tables(tmp_path, runs):
+    import yaml
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    write_fake_run(tmp_path / "runs", runs[1])
+    out = tmp_path / "agg"
+    assert cli.main(["aggregate", "--config", str(tmp_path / "config.yaml"), "--records",
+                     str(tmp_path / "runs"), "--runs", str(out / "runs.parquet"),
+                     "--epochs", str(out / "epochs.parquet")]) == 0
+    table = pd.read_parquet(out / "runs.parquet")
+    assert table["status"].value_counts().to_dict() == {"missing": 7, "completed": 1}
+    assert pq.read_table(out / "epochs.parquet").num_rows == 3
+
+
+def test_spec_columns_follow_the_recipe():
+    fields = [f.name for f in dataclasses.fields(Recipe)]
+    assert list(aggregate.spec_columns()) == ["run_id", *fields, "sigma_w", "seed"]
