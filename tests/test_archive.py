@@ -1,0 +1,103 @@
+"""Raw-runs archive: pack, read back, unpack; a figure rebuilt from it without training."""
+
+import io
+import json
+import tarfile
+
+import pandas as pd
+import pytest
+import yaml
+from fakes import write_fake_run
+from workflow_helpers import TEST_CONFIG, job_counts, snakemake
+
+from initmem import aggregate, archive, grid
+from initmem.records import RecordError, read_records
+
+
+@pytest.fixture
+def config():
+    return grid.load_config(TEST_CONFIG)
+
+
+@pytest.fixture
+def records(tmp_path, config):
+    """Fake records of every run of the test config but the last."""
+    runs = grid.expand_runs(config)
+    for run in runs[:-1]:
+        write_fake_run(tmp_path / "runs", run)
+    return tmp_path / "runs"
+
+
+def test_pack_then_read_gives_the_records(tmp_path, config, records):
+    manifest = archive.pack(config, records, tmp_path / "runs.tar")
+    assert (manifest["runs"], manifest["expected_runs"]) == (3, 4)
+    assert manifest["config"] == grid.experiment_config(config)
+    runs = grid.expand_runs(config)
+    from_archive = aggregate.aggregate(runs, *archive.read_archive(tmp_path / "runs.tar"))
+    from_folders = aggregate.aggregate(runs, *aggregate.read_folder_records(records, runs))
+    pd.testing.assert_frame_equal(from_archive[0], from_folders[0])
+    assert from_archive[1].equals(from_folders[1])
+    assert list(from_archive[0]["status"]) == ["completed"] * 3 + ["missing"]
+
+
+def test_unpack_writes_the_same_record_files(tmp_path, config, records):
+    archive.pack(config, records, tmp_path / "runs.tar")
+    assert archive.unpack(tmp_path / "runs.tar", tmp_path / "back") == 3
+    for run in grid.expand_runs(config)[:-1]:
+        history, summary = read_records(tmp_path / "back" / run.run_dir)
+        history0, summary0 = read_records(records / run.run_dir)
+        pd.testing.assert_frame_equal(history, history0)
+        pd.testing.assert_frame_equal(summary, summary0)
+
+
+def tar_with(path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize(("members", "message"), [
+    ({}, "lacks manifest.json"),
+    ({"manifest.json": b'{"format": "zip"}'}, "not a runs archive"),
+    ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 0}).encode()},
+     "schema_version 0"),
+    ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 1}).encode()},
+     "lacks summary.parquet"),
+])
+def test_a_bad_archive_says_what_is_wrong(tmp_path, members, message):
+    tar_with(tmp_path / "bad.tar", members)
+    with pytest.raises(RecordError, match=message):
+        archive.read_archive(tmp_path / "bad.tar")
+
+
+def test_a_file_that_is_no_tar_is_an_error(tmp_path):
+    (tmp_path / "x.tar").write_text("hello")
+    with pytest.raises(RecordError, match="unreadable runs archive"):
+        archive.read_archive(tmp_path / "x.tar")
+
+
+@pytest.mark.slow
+def test_workflow_archive_then_rebuild_a_figure_without_training(tmp_path, config):
+    made = tmp_path / "made"
+    for run in grid.expand_runs(config):
+        write_fake_run(made / "results" / "runs", run)
+    done = snakemake(made, TEST_CONFIG, "archive")
+    assert done.returncode == 0, done.stdout + done.stderr
+    tar = made / "results" / "archive" / "runs.tar"
+    assert not any(rule.startswith("train_") for rule in job_counts(done.stderr))
+
+    fresh = tmp_path / "fresh"  # a reviewer's checkout: no run records at all
+    fresh.mkdir()
+    done = snakemake(fresh, TEST_CONFIG, "results/figures/fig2.pdf",
+                     "results/aggregate/runs.parquet", "--config", f"archive={tar}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(job_counts(done.stderr)) == {"write_config", "aggregate_runs", "draw_figure",
+                                            "total"}
+    assert not (fresh / "results" / "runs").exists()
+    assert (fresh / "results" / "figures" / "fig2.pdf").stat().st_size > 0
+    rebuilt = pd.read_parquet(fresh / "results" / "aggregate" / "runs.parquet")
+    assert (rebuilt["status"] == "completed").all() and len(rebuilt) == 4
+    assert yaml.safe_load((fresh / "results" / "config.yaml").read_text()) == \
+        grid.experiment_config(config)

@@ -1,0 +1,109 @@
+"""The Snakefile: dry runs of the paper and demo configs, targets, guards, a real tiny run."""
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from workflow_helpers import DEMO_CONFIG, PAPER_CONFIG, TEST_CONFIG, job_counts, snakemake
+
+from initmem import grid
+
+ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 7, "draw_figure": 8,
+            "draw_toy_figure": 1, "write_macros": 1, "score_reproduction": 1,
+            "write_paper_status": 1, "build_paper": 1, "all": 1}
+
+
+def dry_run(tmp_path, config, *targets):
+    done = snakemake(tmp_path, config, *targets, "-n", "--quiet", "rules")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return job_counts(done.stdout)
+
+
+def split(counts):
+    """(number of training jobs, the other jobs' counts without the total)."""
+    train = sum(n for rule, n in counts.items() if rule.startswith("train_"))
+    rest = {r: n for r, n in counts.items() if not r.startswith("train_") and r != "total"}
+    return train, rest
+
+
+def test_dry_run_of_the_paper_config_has_a_job_per_pack(tmp_path):
+    train, rest = split(dry_run(tmp_path, PAPER_CONFIG, "all"))
+    assert train == len(grid.make_packs(grid.load_config(PAPER_CONFIG))) == 351
+    assert rest == ANALYSIS
+
+
+def test_dry_run_of_the_demo_config_builds_everything(tmp_path):
+    train, rest = split(dry_run(tmp_path, DEMO_CONFIG, "all"))
+    assert train == 42
+    assert rest == ANALYSIS
+
+
+def test_one_figure_needs_only_the_aggregate(tmp_path):
+    train, rest = split(dry_run(tmp_path, DEMO_CONFIG, "results/figures/fig3.pdf"))
+    assert train == 42
+    assert rest == {"write_config": 1, "aggregate_runs": 1, "draw_figure": 1}
+
+
+def test_the_toy_figure_trains_nothing(tmp_path):
+    assert dry_run(tmp_path, DEMO_CONFIG, "results/figures/fig9.pdf") == \
+        {"draw_toy_figure": 1, "total": 1}
+
+
+def test_tables_target_renders_the_seven_tables(tmp_path):
+    _, rest = split(dry_run(tmp_path, DEMO_CONFIG, "tables"))
+    assert rest == {"write_config": 1, "aggregate_runs": 1, "render_table": 7, "tables": 1}
+
+
+def test_asking_for_one_runs_file_trains_its_pack_only(tmp_path):
+    config = grid.load_config(PAPER_CONFIG)
+    pack_id, pack = list(grid.make_packs(config).items())[7]
+    target = f"results/runs/{pack.runs[3].run_dir}/history.parquet"
+    assert dry_run(tmp_path, PAPER_CONFIG, target) == {f"train_{pack_id}": 1, "total": 1}
+
+
+def test_an_invalid_config_stops_with_the_readable_error(tmp_path):
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["families"]["main"]["recipe"]["arch"] = "resnet8"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = snakemake(tmp_path, path, "-n")
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    assert "families.main.recipe.arch='resnet8' is not allowed" in out
+    assert "one of resnet9, r9_avgpool, resnet9_ln, resnet56, resnet110" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the guard is for machines without GPU")
+def test_training_the_paper_grid_without_gpu_needs_confirmation(tmp_path):
+    pack = next(iter(grid.make_packs(grid.load_config(PAPER_CONFIG)).values()))
+    done = snakemake(tmp_path, PAPER_CONFIG, f"results/runs/{pack.runs[0].run_dir}/summary.parquet")
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    assert "this machine has no GPU" in out and "GPU-hours" in out
+    assert "--config confirm_cpu_full=true" in out
+    assert not (tmp_path / "logs").exists()  # nothing started
+
+
+@pytest.mark.slow
+def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
+    done = snakemake(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    config = grid.load_config(TEST_CONFIG)
+    runs = grid.expand_runs(config)
+    for run in runs:  # records where the config says
+        assert (tmp_path / "results" / "runs" / run.run_dir / "summary.parquet").exists()
+    table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
+    assert list(table["run_id"]) == [r.run_id for r in runs]
+    assert (table["status"] == "completed").all() and (table["record_source"] == "trained").all()
+    epochs = pd.read_parquet(tmp_path / "results" / "aggregate" / "epochs.parquet")
+    assert len(epochs) == len(runs) * 1 and set(epochs["optimizer"]) == {"sgd", "adam"}
+
+    again = snakemake(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    edited = yaml.safe_load(TEST_CONFIG.read_text())
+    edited["execution"].update(pack_size=1, device="auto")  # regroup, another device
+    regrouped = tmp_path / "regrouped.yaml"
+    regrouped.write_text(yaml.safe_dump(edited, sort_keys=False))
+    again = snakemake(tmp_path, regrouped, "results/aggregate/runs.parquet", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
