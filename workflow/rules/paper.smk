@@ -31,6 +31,8 @@ rule build_paper:
     log:
         "logs/paper.log",
     localrule: True
+    conda:
+        "../../envs/analysis.yaml"  # latexmk and TeX come from the system
     shell:
         "{PYTHON} -m initmem.paper build --paper {params.paper} --results results "
         "--out {output} > {log} 2>&1"

@@ -1,0 +1,122 @@
+"""envs/*.yaml agree with pyproject.toml's pins and cover what their rules import."""
+
+import ast
+import re
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "initmem"
+# The initmem modules each environment's rules run (see workflow/rules/*.smk).
+ENV_MODULES = {
+    "train": ["train"],
+    "analysis": ["aggregate", "archive", "tables", "figures", "macros", "scorecard", "paper"],
+}
+
+
+def pinned() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for spec in project["dependencies"]:
+        name, version = spec.split("==")
+        pins[name.lower()] = version
+    return pins
+
+
+def env_packages(name: str) -> tuple[str, dict[str, str]]:
+    """(python version, {pip package: version}) of envs/<name>.yaml."""
+    env = yaml.safe_load((ROOT / "envs" / f"{name}.yaml").read_text())
+    python, pip = None, {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            for spec in dep["pip"]:
+                package, version = spec.split("==")
+                pip[package.lower()] = version
+        elif dep.startswith("python="):
+            python = dep.split("=", 1)[1]
+    return python, pip
+
+
+def module_file(name: str) -> Path:
+    path = PACKAGE.joinpath(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
+    """Top-level packages imported at module level by initmem.<module> and the initmem
+    modules it imports (imports inside functions run only on demand)."""
+    seen = set() if seen is None else seen
+    if module in seen:
+        return set()
+    seen.add(module)
+    package = module if module_file(module).name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.parse(module_file(module).read_text()).body:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) \
+                if package else ""
+            base = ".".join(p for p in [base, node.module or ""] if p)
+            targets = [base] if node.module else [f"{base}.{a.name}".strip(".") for a in node.names]
+            for target in targets:
+                if module_file(target).exists():
+                    found |= third_party_imports(target, seen)
+            continue
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top == "initmem":
+                found |= third_party_imports(name.partition(".")[2] or "__init__", seen)
+            elif top not in STDLIB:
+                found.add(top)
+    return found
+
+
+STDLIB = set(__import__("sys").stdlib_module_names) | {"__future__"}
+
+
+@pytest.mark.parametrize("env", sorted(ENV_MODULES))
+def test_env_pins_are_pyprojects(env):
+    python, pip = env_packages(env)
+    pins = pinned()
+    assert python == "3.11"  # pyproject: requires-python >=3.11,<3.13; the wheels are 3.11
+    for package, version in pip.items():
+        assert package in pins, f"envs/{env}.yaml installs {package}, not in pyproject.toml"
+        assert version == pins[package], (f"envs/{env}.yaml pins {package}=={version}, "
+                                          f"pyproject.toml {pins[package]}")
+
+
+@pytest.mark.parametrize("env", sorted(ENV_MODULES))
+def test_env_covers_what_its_rules_import(env):
+    _, pip = env_packages(env)
+    distributions = packages_distributions()
+    needed = set()
+    for module in ENV_MODULES[env]:
+        if module_file(module).exists():
+            for top in third_party_imports(module):
+                needed |= {d.lower() for d in distributions.get(top, [top])}
+    assert needed, f"no imports found for envs/{env}.yaml: the scan is broken"
+    assert needed <= set(pip), f"envs/{env}.yaml lacks {sorted(needed - set(pip))}"
+
+
+def test_every_python_rule_declares_an_env_that_exists():
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        rules = re.split(r"\n\s*rule(?::| \w+:)", smk.read_text())[1:]
+        for rule in rules:
+            if "{INITMEM}" in rule or "{PYTHON}" in rule:
+                match = re.search(r'conda:\s*\n\s*"([^"]+)"', rule)
+                assert match, f"{smk.name}: a rule running initmem declares no conda env"
+                assert (smk.parent / match.group(1)).resolve().exists()
+
+
+def test_the_scan_finds_imports_by_hand():
+    assert {"torch", "numpy", "yaml"} <= third_party_imports("train")
+    assert "torch" not in third_party_imports("aggregate")
