@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine (Python 3.11):
+#   make demo   the whole pipeline at demo scale on CPU: training, tables, figures, paper PDF
+#   make test   the test suite
+# Both create .venv with the pinned dependencies first (once).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+CIFAR_ROOT ?= data/cifar10
+SHARED_CIFAR := ../shared/data/make_cifar10_batches.py
+
+.PHONY: venv demo test lint clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,keras]'
+	touch $@
+
+# The demo reads CIFAR-10 from $(CIFAR_ROOT); on machines with the team's offline copy it
+# is built from there, elsewhere the data module explains how to download or point at one.
+$(CIFAR_ROOT)/cifar-10-batches-py:
+	@if [ -f $(SHARED_CIFAR) ]; then $(BIN)/python $(SHARED_CIFAR) $(CIFAR_ROOT); fi
+
+demo: venv $(CIFAR_ROOT)/cifar-10-batches-py
+	$(BIN)/snakemake --profile workflow/profiles/default --configfile config/demo.yaml \
+		--cores $(CORES) all
+
+test: venv
+	$(BIN)/pytest -q
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/snakefmt --check Snakefile workflow
+
+clean:
+	rm -rf results/* .snakemake
