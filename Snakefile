@@ -22,6 +22,10 @@ include: "workflow/rules/paper.smk"
 include: "workflow/rules/archive.smk"
 
 
+onstart:
+    confirm_cpu_launch()
+
+
 rule all:
     default_target: True
     input:

@@ -5,12 +5,14 @@
 rule write_config:
     output:
         CONFIG_FILE,
-    params:
-        # only what decides the runs: changing execution or data settings redoes nothing
-        text=yaml.safe_dump(grid.experiment_config(config), sort_keys=False),
     log:
         "logs/write_config.log",
     localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        # only what decides the runs: changing execution or data settings redoes nothing
+        text=yaml.safe_dump(grid.experiment_config(config), sort_keys=False),
     shell:
         "printf '%s' {params.text:q} > {output} 2> {log}"
 
@@ -22,13 +24,14 @@ rule aggregate_runs:
     output:
         runs=RUNS_TABLE,
         epochs=EPOCHS_TABLE,
-    params:
-        source=f"--archive {ARCHIVE}" if ARCHIVE else "--records results/runs",
     log:
         "logs/aggregate.log",
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+        source=f"--archive {ARCHIVE}" if ARCHIVE else "--records results/runs",
     shell:
-        "{INITMEM} aggregate --config {input.config} {params.source} "
+        "{params.initmem} aggregate --config {input.config} {params.source} "
         "--runs {output.runs} --epochs {output.epochs} > {log} 2>&1"

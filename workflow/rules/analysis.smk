@@ -9,15 +9,17 @@ rule render_table:
         config=CONFIG_FILE,
     output:
         "results/tables/table{n}.tex",
-    wildcard_constraints:
-        n="[1-7]",
     log:
         "logs/tables/table{n}.log",
+    wildcard_constraints:
+        n="[1-7]",
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
     shell:
-        "{INITMEM} table {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
+        "{params.initmem} table {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
         "--config {input.config} --out {output} > {log} 2>&1"
 
 
@@ -29,15 +31,17 @@ rule draw_figure:
     output:
         pdf="results/figures/fig{n}.pdf",
         png="results/figures/fig{n}.png",
-    wildcard_constraints:
-        n="[1-8]",
     log:
         "logs/figures/fig{n}.log",
+    wildcard_constraints:
+        n="[1-8]",
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
     shell:
-        "{INITMEM} figure {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
+        "{params.initmem} figure {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
         "--config {input.config} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
@@ -52,8 +56,10 @@ rule draw_toy_figure:
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
     shell:
-        "{INITMEM} figure 9 --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "{params.initmem} figure 9 --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule write_macros:
@@ -68,8 +74,10 @@ rule write_macros:
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
     shell:
-        "{INITMEM} macros --runs {input.runs} --epochs {input.epochs} "
+        "{params.initmem} macros --runs {input.runs} --epochs {input.epochs} "
         "--config {input.config} --out {output} > {log} 2>&1"
 
 
@@ -85,6 +93,8 @@ rule score_reproduction:
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
     shell:
-        "{INITMEM} scorecard --runs {input.runs} --published {input.published} "
+        "{params.initmem} scorecard --runs {input.runs} --published {input.published} "
         "--out-csv {output.csv} --out-tex {output.tex} > {log} 2>&1"

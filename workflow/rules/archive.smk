@@ -14,6 +14,8 @@ if not ARCHIVE:
         localrule: True
         conda:
             "../../envs/analysis.yaml"
+        params:
+            initmem=INITMEM,
         shell:
-            "{INITMEM} archive pack --config {input.config} --records results/runs "
+            "{params.initmem} archive pack --config {input.config} --records results/runs "
             "--out {output} > {log} 2>&1"

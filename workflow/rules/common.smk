@@ -1,4 +1,4 @@
-# Shared by every rule file: the validated config, its packs, paths and input functions.
+# Shared by every stage: the validated config, its packs, paths and input functions.
 
 import json
 import sys
@@ -9,22 +9,26 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
+# initmem from this checkout, installed or not
 SRC = Path(workflow.basedir) / "src"
-sys.path.insert(0, str(SRC))  # initmem without installing it
+sys.path.insert(0, str(SRC))
 
 from initmem import cost, grid
 
-
-grid.validate_config(config)  # errors that name the key, the bad value and what is allowed
-validate(config, str(grid.SCHEMA_PATH))  # snakemake's own check; fills in the defaults
+# First the errors that name the key, the bad value and what is allowed; then snakemake's
+# own check of the same schema, which fills in the defaults.
+grid.validate_config(config)
+validate(config, str(grid.SCHEMA_PATH))
 
 # Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,
 # under --sdm conda, the rule's environment (which does not install initmem).
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable}"
 INITMEM = f"{PYTHON} -m initmem"
+
 EXECUTION = config["execution"]
-ARCHIVE = config["archive"]  # a runs archive: records come from it, nothing is trained
+# A runs archive: the aggregate reads it instead of run folders, and nothing is trained.
+ARCHIVE = config["archive"]
 PACKS = {} if ARCHIVE else grid.make_packs(config)
 RECORD_FILES = ("history.parquet", "summary.parquet")
 RUNS_TABLE = "results/aggregate/runs.parquet"
@@ -32,14 +36,18 @@ EPOCHS_TABLE = "results/aggregate/epochs.parquet"
 CONFIG_FILE = "results/config.yaml"
 ARCHIVE_FILE = "results/archive/runs.tar"
 TABLE_FILES = [f"results/tables/table{n}.tex" for n in range(1, 8)]
-FIGURE_FILES = [f"results/figures/fig{n}.{ext}" for n in range(1, 10) for ext in ("pdf", "png")]
-PAPER_DIR = Path(workflow.basedir) / "paper"  # sources; everything generated is in results/
+FIGURES = range(1, 10)
+FIGURE_FILES = [
+    f"results/figures/fig{n}.{ext}" for n in FIGURES for ext in ("pdf", "png")
+]
+# The paper's sources; everything generated goes to results/.
+PAPER_DIR = Path(workflow.basedir) / "paper"
 PAPER_PDF = "results/paper/paper.pdf"
 
 
 def run_files(runs):
     """Record files of runs: results/runs/<run_dir>/{history,summary}.parquet."""
-    return [f"results/runs/{run.run_dir}/{name}" for run in runs for name in RECORD_FILES]
+    return [f"results/runs/{r.run_dir}/{name}" for r in runs for name in RECORD_FILES]
 
 
 def all_run_files():
@@ -51,10 +59,18 @@ def get_records():
     return [ARCHIVE] if ARCHIVE else all_run_files()
 
 
+def train_flags():
+    data = config["data"]
+    flags = [f"--data-root {data['root']}", f"--device {EXECUTION['device']}"]
+    flags += ["--download"] if data["download"] else []
+    flags += ["--allow-unverified"] if data["allow_unverified"] else []
+    return " ".join(flags)
+
+
 def derived(value):
     """A param that Snakemake does not record as a rerun trigger (it takes `output`).
-    Record paths pin the runs' specs, so regrouping runs into packs, moving the data or
-    changing device must never retrain a finished run."""
+    Record paths pin the runs' specs, so regrouping runs into packs, moving the data,
+    changing device or interpreter must never retrain a finished run."""
     return lambda wildcards, output: value
 
 
@@ -63,12 +79,11 @@ def confirm_cpu_launch():
     it would cost and stop unless confirm_cpu_full is set."""
     if not workflow.local_exec:
         return
-    pending = [PACKS[job.rule.name.removeprefix("train_")]
-               for job in workflow.dag.needrun_jobs() if job.rule.name.startswith("train_")]
+    pending = [
+        PACKS[job.rule.name.removeprefix("train_")]
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name.startswith("train_")
+    ]
     warning = cost.cpu_launch_warning(pending, config["confirm_cpu_full"])
     if warning:
         raise WorkflowError(warning)
-
-
-onstart:
-    confirm_cpu_launch()

@@ -12,8 +12,10 @@ rule write_paper_status:
     localrule: True
     conda:
         "../../envs/analysis.yaml"
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m initmem.paper status --runs {input.runs} --out {output} > {log} 2>&1"
+        "{params.python} -m initmem.paper status --runs {input.runs} --out {output} > {log} 2>&1"
 
 
 rule build_paper:
@@ -26,13 +28,14 @@ rule build_paper:
         scorecard="results/scorecard/scorecard.tex",
     output:
         PAPER_PDF,
-    params:
-        paper=PAPER_DIR,
     log:
         "logs/paper.log",
     localrule: True
     conda:
         "../../envs/analysis.yaml"  # latexmk and TeX come from the system
+    params:
+        python=PYTHON,
+        paper=PAPER_DIR,
     shell:
-        "{PYTHON} -m initmem.paper build --paper {params.paper} --results results "
+        "{params.python} -m initmem.paper build --paper {params.paper} --results results "
         "--out {output} > {log} 2>&1"
