@@ -10,7 +10,7 @@ import yaml
 from fakes import write_fake_run
 from workflow_helpers import TEST_CONFIG, job_counts, snakemake
 
-from initmem import aggregate, archive, grid
+from initmem import aggregate, archive, cli, grid
 from initmem.records import RecordError, read_records
 
 
@@ -101,3 +101,25 @@ def test_workflow_archive_then_rebuild_a_figure_without_training(tmp_path, confi
     assert (rebuilt["status"] == "completed").all() and len(rebuilt) == 4
     assert yaml.safe_load((fresh / "results" / "config.yaml").read_text()) == \
         grid.experiment_config(config)
+
+
+def test_archive_config_prints_the_config_it_was_made_from(tmp_path, config, records, capsys):
+    archive.pack(config, records, tmp_path / "runs.tar")
+    assert cli.main(["archive", "config", str(tmp_path / "runs.tar")]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == grid.experiment_config(config)
+
+
+def test_aggregating_an_archive_of_another_config_warns(tmp_path, config, records, capsys):
+    archive.pack(config, records, tmp_path / "runs.tar")
+    other = yaml.safe_load(TEST_CONFIG.read_text())
+    other["sigma_sets"]["two"] = [0.5, 1.0]
+    for name, cfg in [("same.yaml", yaml.safe_load(TEST_CONFIG.read_text())),
+                      ("other.yaml", other)]:
+        (tmp_path / name).write_text(yaml.safe_dump(cfg))
+        assert cli.main(["aggregate", "--config", str(tmp_path / name), "--archive",
+                         str(tmp_path / "runs.tar"), "--runs", str(tmp_path / "r.parquet"),
+                         "--epochs", str(tmp_path / "e.parquet")]) == 0
+        warned = "was made from another config" in capsys.readouterr().err
+        assert warned == (name == "other.yaml")
+        table = pd.read_parquet(tmp_path / "r.parquet")
+        assert (table["status"] == "completed").sum() == (3 if name == "same.yaml" else 2)

@@ -107,3 +107,12 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     regrouped.write_text(yaml.safe_dump(edited, sort_keys=False))
     again = snakemake(tmp_path, regrouped, "results/aggregate/runs.parquet", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_missing_cifar10_says_how_to_get_it(tmp_path):
+    run = grid.expand_runs(grid.load_config(DEMO_CONFIG))[0]
+    done = snakemake(tmp_path, DEMO_CONFIG, f"results/runs/{run.run_dir}/summary.parquet")
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    assert "CIFAR-10 not found: data/cifar10/cifar-10-batches-py does not exist" in out
+    assert "synthetic" in out and "data.root" in out

@@ -14,6 +14,7 @@ are ignored; a record whose spec disagrees with the config is an error.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .grid import expand_runs, load_config
+from .grid import expand_runs, experiment_config, load_config
 from .records import HISTORY_COLUMNS, OUTCOME_COLUMNS, RecordError, summary_columns
 from .spec import Run
 
@@ -158,10 +159,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .archive import read_archive
+    from .archive import read_archive, read_manifest
 
-    runs = expand_runs(load_config(args.config))
+    config = load_config(args.config)
+    runs = expand_runs(config)
     if args.archive:
+        if read_manifest(args.archive)["config"] != experiment_config(config):
+            print(f"warning: {args.archive} was made from another config; the runs it lacks "
+                  "count as missing. Its own config: python -m initmem archive config "
+                  f"{args.archive}", file=sys.stderr)
         summaries, histories = read_archive(args.archive)
     else:
         summaries, histories = read_folder_records(args.records, runs)

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from . import __version__
 from .aggregate import read_folder_records
@@ -52,6 +53,7 @@ def pack(config: dict[str, Any], records_root: str | Path, out: str | Path) -> d
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the archive from its readers
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -67,6 +69,16 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of an archive; RecordError names what is wrong with it."""
+    return tuple(pq.read_table(pa.BufferReader(data))
+                 for data in _read(path, "summary.parquet", "history.parquet")[1:])
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    return _read(path)[0]
+
+
+def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
+    """The checked manifest, then the bytes of the named members."""
     try:
         with tarfile.open(path, mode="r:") as tar:
             manifest = json.loads(_member(tar, path, "manifest.json"))
@@ -77,8 +89,7 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
                 raise RecordError(f"{path}: records of schema_version "
                                   f"{manifest.get('schema_version')}; this initmem reads "
                                   f"{SCHEMA_VERSION}")
-            return tuple(pq.read_table(pa.BufferReader(_member(tar, path, name)))
-                         for name in ("summary.parquet", "history.parquet"))
+            return manifest, *(_member(tar, path, name) for name in names)
     except (tarfile.TarError, OSError, json.JSONDecodeError, pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
@@ -110,12 +121,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     back = sub.add_parser("unpack", help="write an archive's runs back as record files")
     back.add_argument("archive", type=Path)
     back.add_argument("--out", type=Path, required=True, help="run folders root")
+    show = sub.add_parser("config", help="print the experiment config an archive was made "
+                          "from (YAML, usable as --configfile)")
+    show.add_argument("archive", type=Path)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "pack":
         manifest = pack(load_config(args.config), args.records, args.out)
         print(f"{args.out}: {manifest['runs']} of {manifest['expected_runs']} expected runs")
-    else:
+    elif args.action == "unpack":
         print(f"{unpack(args.archive, args.out)} runs written under {args.out}")
+    else:
+        print(yaml.safe_dump(read_manifest(args.archive)["config"], sort_keys=False), end="")
     return 0
