@@ -47,37 +47,46 @@ def module_file(name: str) -> Path:
 
 
 def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
-    """Top-level packages imported at module level by initmem.<module> and the initmem
-    modules it imports (imports inside functions run only on demand)."""
+    """Top-level packages imported at module level by initmem.<module> and by every
+    initmem module it imports, at module level or inside a function (a lazy import of an
+    initmem module runs with the rule; a lazy third-party one only on its own path)."""
     seen = set() if seen is None else seen
     if module in seen:
         return set()
     seen.add(module)
-    package = module if module_file(module).name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(module_file(module).read_text())
     found = set()
-    for node in ast.parse(module_file(module).read_text()).body:
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            names = [node.module]
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) \
-                if package else ""
-            base = ".".join(p for p in [base, node.module or ""] if p)
-            targets = [base] if node.module else [f"{base}.{a.name}".strip(".") for a in node.names]
-            for target in targets:
-                if module_file(target).exists():
-                    found |= third_party_imports(target, seen)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
-        else:
-            continue
-        for name in names:
-            top = name.split(".")[0]
-            if top == "initmem":
-                found |= third_party_imports(name.partition(".")[2] or "__init__", seen)
-            elif top not in STDLIB:
-                found.add(top)
+        for target in initmem_targets(node, module):
+            if module_file(target).exists():
+                found |= third_party_imports(target, seen)
+        if node in tree.body and not (isinstance(node, ast.ImportFrom) and node.level):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module]
+            found |= {n.split(".")[0] for n in names} - STDLIB - {"initmem"}
     return found
+
+
+def initmem_targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    """The initmem modules (dotted, relative to the package) an import statement names."""
+    if isinstance(node, ast.Import):
+        return [a.name.partition(".")[2] or "__init__" for a in node.names
+                if a.name.split(".")[0] == "initmem"]
+    if node.level == 0:
+        if (node.module or "").split(".")[0] != "initmem":
+            return []
+        base = node.module.partition(".")[2]
+    else:
+        package = module if module_file(module).name == "__init__.py" else \
+            module.rpartition(".")[0]
+        parts = package.split(".") if package else []
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module
+                                                                 else []))
+    if node.module:
+        return [base or "__init__"]
+    return [f"{base}.{a.name}".strip(".") for a in node.names]
 
 
 STDLIB = set(__import__("sys").stdlib_module_names) | {"__future__"}
@@ -119,4 +128,5 @@ def test_every_python_rule_declares_an_env_that_exists():
 
 def test_the_scan_finds_imports_by_hand():
     assert {"torch", "numpy", "yaml"} <= third_party_imports("train")
-    assert "torch" not in third_party_imports("aggregate")
+    assert {"pyarrow", "pandas", "jsonschema", "yaml"} <= third_party_imports("aggregate")
+    assert "torch" not in third_party_imports("aggregate")  # records imports it lazily
