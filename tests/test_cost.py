@@ -1,0 +1,193 @@
+"""Cost model: the built-in estimate, the measured model's rules, FLOP counting, the CLI.
+
+Every expected number is worked out by hand in the comments.
+"""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from initmem import cli, cost
+from initmem.errors import InputError
+from initmem.models import build_model
+from initmem.spec import ARCHS, Pack, Recipe, Run
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ("device_name", "arch", "b", "N", "width", "packed_s_per_step",
+          "sequential_s_per_step")
+
+
+def make_pack(n: int, arch: str = "resnet9", **recipe) -> Pack:
+    fields = {"family": "main", "arch": arch, "optimizer": "sgd", "b": 100, "epochs": 2,
+              "width": 0.5, "train_subset": 1000, "eval_subset": 50, **recipe}
+    r = Recipe(**fields)
+    return Pack(r, tuple(Run(r, 1.0, seed) for seed in range(n)))
+
+
+def write_bench(path: Path, rows: list[tuple]) -> Path:
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(FIELDS)
+        writer.writerows(rows)
+    return path
+
+
+# One device; ResNet-9 at width 1: N=1 at b=16 (10 ms) and b=128 (24 ms), N=5 at b=128
+# (packed 80 ms; sequential 120 ms = 5 x 24 ms, one more N=1, b=128 point).
+# ResNet-56 at width 1: N=1, b=128 only (100 ms).
+ROWS = [("gpu-x", "resnet9", 16, 1, 1.0, 0.010, 0.010),
+        ("gpu-x", "resnet9", 128, 1, 1.0, 0.024, 0.024),
+        ("gpu-x", "resnet9", 128, 5, 1.0, 0.080, 0.120),
+        ("gpu-x", "resnet56", 128, 1, 1.0, 0.100, 0.100)]
+# Rule 2: slope (0.024 - 0.010) / (128 - 16) = 1.25e-4 s/image, intercept
+# 0.010 - 16 x 1.25e-4 = 0.008 s; ResNet-56 has one b: 0.008 x 58 / 9 (LAYERS).
+R9_OVERHEAD = 0.008
+R56_OVERHEAD = 0.008 * 58 / 9
+
+
+@pytest.fixture()
+def measured(tmp_path) -> cost.Throughput:
+    return cost.Throughput.from_csv(write_bench(tmp_path / "bench.csv", ROWS))
+
+
+def test_builtin_pack_seconds_by_hand():
+    # 1000 images / b=100: 10 steps per epoch. Per image 6e-5 x 0.5^2 = 1.5e-5 s.
+    # Step of 4 runs: 3e-3 + 4 x 100 x 1.5e-5 = 9e-3 s. Evaluation: 2 x 50 images per run,
+    # 4 runs, at 1.5e-5 / 3 = 5e-6 s: 2e-3 s. Epoch: 10 x 9e-3 + 2e-3 = 0.092 s; 2 epochs.
+    assert cost.pack_seconds(make_pack(4)) == pytest.approx(0.184)
+    assert cost.gpu_hours([make_pack(4)] * 2) == pytest.approx(0.368 / 3600)
+    assert cost.runtime_minutes(make_pack(4), floor=7) == 7
+
+
+def test_builtin_overhead_grows_with_layers():
+    # ResNet-56: overhead 3e-3 x 58 / 9; per image 5e-5 x 0.25; one run, 10 steps x 2.
+    step = 3e-3 * 58 / 9 + 100 * 5e-5 * 0.25
+    evaluation = 100 * 5e-5 * 0.25 / 3
+    assert cost.pack_seconds(make_pack(1, "resnet56")) == pytest.approx(2 * (10 * step
+                                                                              + evaluation))
+
+
+def test_packing_saves_the_overhead_of_all_but_one_run():
+    # Built-in per-image time does not depend on N: one run per device pays the per-update
+    # overhead N times instead of once, 20 updates in all.
+    saved = cost.one_run_per_device_seconds(make_pack(5)) - cost.pack_seconds(make_pack(5))
+    assert saved == pytest.approx(4 * 20 * cost.STEP_OVERHEAD_S)
+
+
+def test_layers_match_the_models():
+    for arch in ARCHS:
+        recipe = Recipe(family="x", arch=arch, optimizer="sgd", b=1, epochs=1, width=0.0625)
+        assert len(build_model(recipe, 1).kernels()) == cost.LAYERS[arch], arch
+
+
+def test_measured_overheads_by_hand(measured):
+    assert measured.device == "gpu-x"
+    assert measured.overhead_s["resnet9", 1.0] == pytest.approx(R9_OVERHEAD)
+    assert measured.overhead_s["resnet56", 1.0] == pytest.approx(R56_OVERHEAD)
+    # Rule 4: unmeasured archs borrow from the closest LAYERS: ResNet-110 (112) from
+    # ResNet-56 (58), the ResNet-9 variants (9) from ResNet-9.
+    assert measured.overhead_s["resnet110", 1.0] == pytest.approx(R56_OVERHEAD * 112 / 58)
+    assert measured.overhead_s["resnet9_ln", 1.0] == pytest.approx(R9_OVERHEAD)
+
+
+def test_measured_step_seconds_by_hand(measured):
+    # N=25 takes the nearest measured N (5) at b=128: (0.080 - 0.008) / 640 = 1.125e-4.
+    assert measured.step_seconds("resnet9", 128, 25, 1.0) == pytest.approx(
+        R9_OVERHEAD + 25 * 128 * 1.125e-4)
+    # b=32 at N=1: nearest b is 16 (log 2 < log 4): (0.010 - 0.008) / 16 = 1.25e-4 per
+    # image at width 1, a quarter at width 0.5; the overhead does not scale.
+    assert measured.step_seconds("resnet9", 32, 1, 0.5) == pytest.approx(
+        R9_OVERHEAD + 32 * 1.25e-4 / 4)
+    # N=3 lies nearer 5 than 1 in log ratio.
+    assert measured.step_seconds("resnet9", 128, 3, 1.0) == pytest.approx(
+        R9_OVERHEAD + 3 * 128 * 1.125e-4)
+    # ResNet-110 from ResNet-56: per image (0.100 - R56_OVERHEAD) / 128 x (1e-4 / 5e-5).
+    r56_image = (0.100 - R56_OVERHEAD) / 128
+    assert measured.step_seconds("resnet110", 16, 1, 1.0) == pytest.approx(
+        R56_OVERHEAD * 112 / 58 + 16 * 2 * r56_image)
+    # LayerNorm ResNet-9 from ResNet-9: per image x 9e-5 / 6e-5.
+    assert measured.step_seconds("resnet9_ln", 16, 1, 1.0) == pytest.approx(
+        R9_OVERHEAD + 16 * 1.25e-4 * 1.5)
+
+
+def test_measured_pack_seconds_by_hand(measured):
+    # 4 runs at width 0.5, b=100: nearest N is 5 and its only b is 128: per image
+    # 1.125e-4 / 4. Step 0.008 + 400 x 2.8125e-5 = 0.01925 s. Evaluation: nearest b to
+    # 1000 is 128 as well: 4 runs x 100 images x 2.8125e-5 / 3 = 3.75e-3 s per epoch.
+    epoch = 10 * 0.01925 + 3.75e-3
+    assert cost.pack_seconds(make_pack(4), measured) == pytest.approx(2 * epoch)
+    assert cost.runtime_minutes(make_pack(4), 1, measured) == 1
+    assert cost.gpu_hours([make_pack(4)], measured) == pytest.approx(2 * epoch / 3600)
+
+
+def test_nearest_width_and_medians(tmp_path):
+    # Two widths measured, one point four times (N=1 rows and sequential / N of N=2 rows).
+    rows = [("cpu", "resnet9", 16, 1, 0.125, 0.02, 0.02),
+            ("cpu", "resnet9", 16, 1, 0.25, 0.05, 0.05),
+            ("cpu", "resnet9", 16, 2, 0.25, 0.08, 0.09),
+            ("cpu", "resnet9", 16, 2, 0.25, 0.10, 0.11)]
+    tp = cost.Throughput.from_csv(write_bench(tmp_path / "b.csv", rows))
+    # One b per width: no intercept, so overhead 0 and all time per image.
+    assert tp.overhead_s == {}
+    # Width 1 uses the 0.25 rows: N=2 median 0.09 s / 32 images x (1 / 0.25)^2.
+    assert tp.step_seconds("resnet9", 16, 2, 1.0) == pytest.approx(0.09 * 16)
+    # N=1 at 0.25: 0.05 (packed), 0.045 and 0.055 (sequential / 2): median 0.05.
+    assert tp.step_seconds("resnet9", 16, 1, 0.25) == pytest.approx(0.05)
+    # Width 0.1 uses the 0.125 rows.
+    assert tp.step_seconds("resnet9", 16, 1, 0.1) == pytest.approx(0.02 * 0.64)
+
+
+def test_bad_bench_files_are_named(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        cost.Throughput.from_csv(tmp_path / "none.csv")
+    two = write_bench(tmp_path / "two.csv", [ROWS[0], ("cpu", *ROWS[1][1:])])
+    with pytest.raises(InputError, match="'cpu', 'gpu-x'"):
+        cost.Throughput.from_csv(two)
+    with pytest.raises(InputError, match="'tpu' is not allowed"):
+        cost.Throughput.from_csv(two, "tpu")
+    assert cost.Throughput.from_csv(two, "cpu").device == "cpu"
+    bad_arch = write_bench(tmp_path / "arch.csv", [("cpu", "vgg", 16, 1, 1.0, 0.1, 0.1)])
+    with pytest.raises(InputError, match="arch='vgg' is not allowed"):
+        cost.Throughput.from_csv(bad_arch)
+    (tmp_path / "cols.csv").write_text("arch,b\nresnet9,16\n")
+    with pytest.raises(InputError, match="N, width, packed_s_per_step"):
+        cost.Throughput.from_csv(tmp_path / "cols.csv")
+
+
+def test_train_flops_by_hand():
+    # ResNet-9: prep 32x32x64x3x9 = 1,769,472 MACs; five layers of 75,497,472 each
+    # (64->128 at 32x32; two 128->128 at 16x16; 128->256 at 16x16; 256->512 at 8x8;
+    # two 512->512 at 4x4, in pairs); dense 512 x 10. x2 (multiply-add) x3 (fwd + bwd).
+    assert cost.train_flops_per_image("resnet9", 1.0) == 6 * (1_769_472 + 5 * 75_497_472
+                                                                + 5_120)
+    # ResNet-56: first conv 442,368; stage 1: 18 x 2,359,296; stages 2 and 3: strided conv
+    # 1,179,648 + 17 x 2,359,296 + 1x1 shortcut 131,072 each; dense 64 x 10.
+    stage = 1_179_648 + 17 * 2_359_296 + 131_072
+    assert cost.train_flops_per_image("resnet56", 1.0) == 6 * (442_368 + 18 * 2_359_296
+                                                                 + 2 * stage + 640)
+
+
+def test_cost_command(tmp_path, capsys):
+    bench = write_bench(tmp_path / "bench.csv", ROWS)
+    config = ROOT / "config" / "test.yaml"
+    assert cli.main(["cost", "--config", str(config), "--bench", str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "gpu-x" in out and str(bench) in out
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["main", "total"]
+    assert cli.main(["cost", "--config", str(config), "--bench", str(tmp_path / "x")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_projection_sums_families():
+    packs = [make_pack(3), make_pack(2, family="depth", arch="resnet56")]
+    rows = cost.projection(packs, ["main", "depth"], cost.BUILTIN)
+    main, depth, total = rows
+    assert total["runs"] == 5 and total["packs"] == 2
+    assert total["packed_h"] == pytest.approx(main["packed_h"] + depth["packed_h"])
+    assert main["packed_h"] == pytest.approx(cost.pack_seconds(packs[0]) / 3600)
+    assert depth["one_run_per_device_h"] == pytest.approx(
+        2 * cost.pack_seconds(make_pack(1, family="depth", arch="resnet56")) / 3600)
+    assert total["longest_job_h"] == pytest.approx(1 / 60)  # seconds of work: the 1-min floor
+    big = make_pack(2, epochs=2000)  # 2000 x (10 x 6e-3 + 1e-3) s = 122 s; x 1.5 = 3.05 min
+    assert cost.projection([big], ["main"], cost.BUILTIN)[0]["longest_job_h"] == 4 / 60
