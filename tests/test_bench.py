@@ -1,0 +1,79 @@
+"""The training benchmark's bookkeeping: peak table, FLOP rates, timing order, CSV round trip.
+
+No timings are checked (speed is what bench/ prints); these tests check what the numbers
+are made of.
+"""
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from initmem import cost
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_training  # noqa: E402
+
+
+@pytest.mark.parametrize(("name", "tf32", "peak"), [
+    ("NVIDIA H100 80GB HBM3", True, 494.5), ("NVIDIA H100 80GB HBM3", False, 67.0),
+    ("NVIDIA H200", True, 494.5), ("NVIDIA H200 NVL", True, 417.5),
+    ("NVIDIA H100 PCIe", True, 378.0), ("NVIDIA A100-SXM4-80GB", True, 156.0),
+    ("NVIDIA A10", True, 62.5), ("NVIDIA L4", True, 60.0), ("NVIDIA L40S", True, 183.0),
+    ("Tesla V100-SXM2-16GB", True, 15.7), ("Some Future GPU", True, None),
+])
+def test_peak_lookup_prefers_specific_names(name, tf32, peak):
+    assert bench_training.peak_tflops(name, tf32) == peak
+
+
+def test_flop_rates_and_peak_fraction():
+    row = {"arch": "resnet9", "width": 1.0, "packed_images_per_s": 50_000.0,
+           "sequential_images_per_s": 10_000.0}
+    env = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
+           "precision": "float32 (TF32 allowed)"}
+    bench_training.add_flops(row, env)
+    flops = cost.train_flops_per_image("resnet9", 1.0)  # 2.2756e9 per image
+    assert row["train_gflop_per_image"] == pytest.approx(flops / 1e9)
+    assert row["packed_tflops"] == pytest.approx(flops * 50_000 / 1e12)  # 113.8 TFLOP/s
+    assert row["packed_peak_fraction"] == pytest.approx(flops * 50_000 / 1e12 / 494.5)
+    assert row["sequential_peak_fraction"] == pytest.approx(flops * 10_000 / 1e12 / 494.5)
+    cpu = bench_training.add_flops(dict(row), {**env, "device": "cpu", "precision": "float32"})
+    assert cpu["peak_tflops"] is None and cpu["packed_peak_fraction"] is None
+
+
+def test_modes_alternate_block_by_block():
+    calls = []
+    fns = [lambda: calls.append("packed"), lambda: calls.append("sequential")]
+    times = bench_training.median_seconds(fns, bench_training.torch.device("cpu"), warmup=2,
+                                          repeats=3, block=2)
+    assert len(times) == 2
+    assert calls == ["packed"] * 2 + ["sequential"] * 2 + (
+        ["packed"] * 2 + ["sequential"] * 2) * 3
+
+
+def test_csv_feeds_the_cost_model(tmp_path, capsys):
+    out = tmp_path / "training.csv"
+    rows = bench_training.main(["--device", "cpu", "--widths", "0.03125", "--packs", "1", "2",
+                                "--cases", "resnet9:4", "resnet9:8", "--repeats", "1",
+                                "--out", str(out)])
+    assert [(r["b"], r["N"]) for r in rows] == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    with open(out, newline="") as fh:
+        written = list(csv.DictReader(fh))
+    assert len(written) == 4
+    for key in ("device_name", "precision", "torch", "numpy", "python", "threads",
+                "train_gflop_per_image", "packed_tflops"):
+        assert written[0][key] != "", key
+    assert written[0]["device"] == "cpu" and written[0]["peak_tflops"] == ""
+    assert "packing slower than sequential at:" in capsys.readouterr().out
+    measured = cost.Throughput.from_csv(out)
+    assert measured.device == written[0]["device_name"]
+    assert measured.step_seconds("resnet9", 8, 2, 0.03125) > 0
+
+
+def test_bad_case_is_named(capsys):
+    with pytest.raises(SystemExit):
+        bench_training.main(["--cases", "resnet9-16"])
+    assert "case 'resnet9-16' is not allowed; write ARCH:B" in capsys.readouterr().err
