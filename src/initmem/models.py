@@ -158,9 +158,13 @@ class PackedNet(nn.Module):
         """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on."""
         return [p for name, p in self.named_parameters() if name.endswith("kernel")]
 
+    def kernel_sq_norm(self) -> Tensor:
+        """sum of squared kernel entries per run, shape (N,): what Keras' L2 penalises."""
+        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels()]).sum(0)
+
     def kernel_fro_norm(self) -> Tensor:
         """||W||_F per run, shape (N,)."""
-        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels()]).sum(0).sqrt()
+        return self.kernel_sq_norm().sqrt()
 
     @torch.no_grad()
     def init_(self, sigma_ws: Sequence[float], generators: Sequence[torch.Generator]) -> None:

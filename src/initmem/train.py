@@ -50,7 +50,7 @@ def cross_entropy(logits: Tensor, y: Tensor) -> Tensor:
 
 def l2_penalty(model: PackedNet, l2: float) -> Tensor | float:
     """Keras L2(l) on kernels: l * sum(W^2) per run (so its gradient 2 l W is coupled)."""
-    return l2 * model.kernel_fro_norm().square() if l2 else 0.0
+    return l2 * model.kernel_sq_norm() if l2 else 0.0
 
 
 @torch.no_grad()
