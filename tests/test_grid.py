@@ -108,7 +108,7 @@ def test_validate_fills_defaults_and_keeps_input():
     checked = grid.validate_config(config)
     assert "execution" not in config
     assert checked["execution"] == {"pack_size": 25, "device": "auto", "gpus_per_job": 1,
-                                    "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 10}
+                                    "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 30}
     assert checked["archive"] is None and checked["confirm_cpu_full"] is False
 
 
