@@ -191,3 +191,16 @@ def test_projection_sums_families():
     assert total["longest_job_h"] == pytest.approx(1 / 60)  # seconds of work: the 1-min floor
     big = make_pack(2, epochs=2000)  # 2000 x (10 x 6e-3 + 1e-3) s = 122 s; x 1.5 = 3.05 min
     assert cost.projection([big], ["main"], cost.BUILTIN)[0]["longest_job_h"] == 4 / 60
+
+
+def test_cpu_launch_warning_states_the_bill(monkeypatch):
+    monkeypatch.setattr(cost, "gpu_available", lambda: False)
+    # 200 ResNet-110 runs, 5 epochs of 400 steps of 0.037 + 200 x 100 x 1e-4 = 2.04 s, and
+    # 133 s of evaluation per epoch: 4,740 s, over the one-hour threshold.
+    big = make_pack(200, "resnet110", width=1.0, epochs=5, train_subset=None,
+                    eval_subset=None)
+    assert cost.gpu_hours([big]) == pytest.approx(4740 / 3600, rel=1e-3)
+    message = cost.cpu_launch_warning([big], confirmed=False)
+    assert "200 runs in 1 packs" in message and "confirm_cpu_full=true" in message
+    assert cost.cpu_launch_warning([big], confirmed=True) is None
+    assert cost.cpu_launch_warning([make_pack(4)], confirmed=False) is None  # 0.2 s of work
