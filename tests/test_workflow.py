@@ -26,6 +26,7 @@ def split(counts):
     return train, rest
 
 
+@pytest.mark.slow
 def test_dry_run_of_the_paper_config_has_a_job_per_pack(tmp_path):
     train, rest = split(dry_run(tmp_path, PAPER_CONFIG, "all"))
     assert train == len(grid.make_packs(grid.load_config(PAPER_CONFIG))) == 351
