@@ -201,6 +201,6 @@ def test_cpu_launch_warning_states_the_bill(monkeypatch):
                     eval_subset=None)
     assert cost.gpu_hours([big]) == pytest.approx(4740 / 3600, rel=1e-3)
     message = cost.cpu_launch_warning([big], confirmed=False)
-    assert "200 runs in 1 packs" in message and "confirm_cpu_full=true" in message
+    assert "200 runs in 1 packs" in message and "confirm_cpu_full=True" in message
     assert cost.cpu_launch_warning([big], confirmed=True) is None
     assert cost.cpu_launch_warning([make_pack(4)], confirmed=False) is None  # 0.2 s of work

@@ -187,3 +187,24 @@ def test_cli_writes_a_table(tmp_path):
     assert r"\sigma_{w}=2.5" in out.read_text()
     assert main(["table", "1", "--runs", str(path), "--config", str(CONFIG),
                  "--out", str(tmp_path / "t1.tex")]) == 0
+
+
+def test_table1_needs_only_the_config_and_shows_resolved_recipes(tmp_path):
+
+    from initmem.tables import write_table
+
+    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    del config["common"]["lr0"]  # the Recipe default (1e-3) must still show
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    text = write_table(1, None, None, path, tmp_path / "t1.tex").read_text()
+    assert r"AdamW & $10^{-3}$ & $\beta_{1}{=}0.9$ & $10^{-4}$" in text
+    assert "over 300 epochs" in text and "SYNTHETIC" not in text
+
+
+def test_tables_2_to_7_need_runs(tmp_path):
+    from initmem.errors import InputError
+    from initmem.tables import write_table
+
+    with pytest.raises(InputError, match="pass --runs"):
+        write_table(2, None, None, None, tmp_path / "t2.tex")

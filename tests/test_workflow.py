@@ -8,7 +8,8 @@ from workflow_helpers import DEMO_CONFIG, PAPER_CONFIG, TEST_CONFIG, job_counts,
 
 from initmem import grid
 
-ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 7, "draw_figure": 8,
+ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 6,
+            "render_settings_table": 1, "draw_figure": 8,
             "draw_toy_figure": 1, "write_macros": 1, "score_reproduction": 1,
             "write_paper_status": 1, "build_paper": 1, "all": 1}
 
@@ -52,7 +53,8 @@ def test_the_toy_figure_trains_nothing(tmp_path):
 
 def test_tables_target_renders_the_seven_tables(tmp_path):
     _, rest = split(dry_run(tmp_path, DEMO_CONFIG, "tables"))
-    assert rest == {"write_config": 1, "aggregate_runs": 1, "render_table": 7, "tables": 1}
+    assert rest == {"write_config": 1, "aggregate_runs": 1, "render_table": 6,
+                    "render_settings_table": 1, "tables": 1}
 
 
 def test_asking_for_one_runs_file_trains_its_pack_only(tmp_path):
@@ -81,7 +83,7 @@ def test_training_the_paper_grid_without_gpu_needs_confirmation(tmp_path):
     assert done.returncode != 0
     out = done.stdout + done.stderr
     assert "this machine has no GPU" in out and "GPU-hours" in out
-    assert "--config confirm_cpu_full=true" in out
+    assert "--config confirm_cpu_full=True" in out
     assert not (tmp_path / "logs").exists()  # nothing started
 
 
@@ -117,3 +119,15 @@ def test_missing_cifar10_says_how_to_get_it(tmp_path):
     out = done.stdout + done.stderr
     assert "CIFAR-10 not found: data/cifar10/cifar-10-batches-py does not exist" in out
     assert "synthetic" in out and "data.root" in out
+
+
+def test_table1_needs_no_training(tmp_path):
+    assert dry_run(tmp_path, DEMO_CONFIG, "results/tables/table1.tex") == \
+        {"write_config": 1, "render_settings_table": 1, "total": 1 + 1}
+
+
+def test_strict_switch_makes_partial_tables_an_error(tmp_path):
+    done = snakemake(tmp_path, DEMO_CONFIG, "results/tables/table2.tex", "-n", "-p",
+                     "--config", "strict=True")  # Snakemake parses Python literals
+    assert done.returncode == 0, done.stderr
+    assert "--strict" in done.stdout

@@ -172,6 +172,7 @@ def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
             frame.to_parquet(fh, index=False)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are read by the whole group
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -251,25 +251,33 @@ BEST_COLUMNS = (  # column, metric, unit, scale, event
 
 # Table 1: the optimizer settings, from the config's `optimizers` and `common` sections.
 def optimizer_settings(config: dict) -> dict:
+    """Table 1 from the main family's resolved recipes (common, Table 1 defaults, family
+    recipe and grid merged as for training), so it shows what the runs use."""
+    from .grid import family_runs
     from .optim import ADAM_BETA1, ADAM_BETA2  # the implementation's constants
 
-    common = config["common"]
+    recipes = {}
+    for run in family_runs(config, "main"):
+        recipes.setdefault(run.recipe.optimizer, run.recipe)
     rows = []
     for name, entry in config["optimizers"].items():
-        if "momentum" in entry:
-            momentum = f"${latex_number(entry['momentum'])}$"
+        if name not in recipes:
+            continue
+        recipe = recipes[name]
+        if name.startswith("sgd"):
+            momentum = f"${latex_number(recipe.momentum)}$"
         elif name in ("adam", "adamw"):
             momentum = rf"$\beta_{{1}}{{=}}{ADAM_BETA1:g}$"
         else:
             momentum = "---"
         rows.append({"label": entry.get("label", name),
-                     "lr0": f"${latex_number(entry.get('lr0', common['lr0']))}$",
+                     "lr0": f"${latex_number(recipe.lr0)}$",
                      "momentum": momentum,
-                     "weight_decay": f"${latex_number(entry.get('weight_decay', 0.0))}$",
+                     "weight_decay": f"${latex_number(recipe.weight_decay)}$",
                      "notes": entry.get("notes", "---")})
-    main = config["families"]["main"]["recipe"]
-    return {"rows": rows, "lr0": latex_number(common["lr0"]),
-            "alpha": f"{common['cosine_alpha']:g}", "epochs": main["epochs"],
+    first = next(iter(recipes.values()))
+    return {"rows": rows, "lr0": latex_number(first.lr0),
+            "alpha": f"{first.cosine_alpha:g}", "epochs": first.epochs,
             "beta1": f"{ADAM_BETA1:g}", "beta2": f"{ADAM_BETA2:g}"}
 
 

@@ -85,14 +85,16 @@ def cells_frame(number: int, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([c.tidy() for c in build(number, runs).cells])
 
 
-def write_table(number: int, runs_path: str | Path, epochs_path: str | Path | None,
+def write_table(number: int, runs_path: str | Path | None, epochs_path: str | Path | None,
                 config_path: str | Path | None, out_path: str | Path, *,
                 strict: bool = False) -> Path:
     """Render table `number` to `out_path`. strict=True: missing runs are an error that
     names them, instead of marked cells. The epochs table is not needed by Tables 1-7
     (accepted so that every analysis stage has one signature)."""
     del epochs_path
-    runs = pd.read_parquet(runs_path)
+    runs = None if runs_path is None else pd.read_parquet(runs_path)
+    if runs is None and number != 1:
+        raise InputError(f"table {number} is computed from the runs: pass --runs")
     config = None
     if config_path is not None:
         with open(config_path) as fh:
@@ -105,13 +107,13 @@ def write_table(number: int, runs_path: str | Path, epochs_path: str | Path | No
                                   f"{shown}{more}")
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(table, is_synthetic(runs)))
+    out.write_text(render(table, runs is not None and is_synthetic(runs)))
     return out
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("number", type=int, choices=TABLES, help="the paper's table number")
-    parser.add_argument("--runs", required=True, help="results/aggregate/runs.parquet")
+    parser.add_argument("--runs", help="results/aggregate/runs.parquet (tables 2-7)")
     parser.add_argument("--epochs", help="results/aggregate/epochs.parquet (not read)")
     parser.add_argument("--config", help="config.yaml (required for table 1)")
     parser.add_argument("--out", required=True, help="output .tex file")
