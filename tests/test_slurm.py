@@ -6,10 +6,12 @@ hence --slurm-no-account, --slurm-status-command squeue and the config's gpus_pe
 
 import shutil
 import subprocess
+import time
 
 import pandas as pd
 import pytest
-from workflow_helpers import TEST_CONFIG, job_counts, snakemake
+import yaml
+from workflow_helpers import TEST_CONFIG, job_counts, snakemake, snakemake_background
 
 from initmem import grid
 
@@ -45,3 +47,38 @@ def test_tiny_config_trains_on_slurm_and_aggregates_locally(tmp_path):
     assert (table["status"] == "completed").all()
     for run in runs:
         assert (tmp_path / "results" / "runs" / run.run_dir / "history.parquet").exists()
+
+
+def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
+    """SIGUSR1 to the job's steps (what the slurm profile's --signal=USR1@600 sends before
+    the time limit, sent here at once with scancel so the test is deterministic): the pack
+    checkpoints and exits 75, Snakemake resubmits it, the second allocation resumes."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["families"]["main"]["grid"]["optimizer"] = ["adam"]  # one pack
+    config["families"]["main"]["recipe"]["epochs"] = 400  # long enough to signal it
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    proc = snakemake_background(tmp_path, config_file, "results/aggregate/runs.parquet",
+                                "--slurm-no-account", "--slurm-status-command", "squeue",
+                                "--slurm-init-seconds-before-status-checks", "2",
+                                profile="slurm")
+    try:
+        checkpoints = tmp_path / "results" / "runs" / ".checkpoints"
+        deadline = time.monotonic() + 300
+        while not list(checkpoints.glob("*/latest.pt")):
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.5)
+        jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True,
+                              text=True).stdout.split()
+        assert len(jobs) == 1, jobs
+        subprocess.run(["scancel", "--signal=USR1", jobs[0]], check=True)
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert (out + err).count("has been submitted with SLURM jobid") == 2
+    (log,) = (tmp_path / "logs" / "train").glob("*.log")
+    assert "resumed from checkpoint" in log.read_text()
+    table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
+    assert (table["status"] == "completed").all() and (table["epochs_run"] == 400).all()

@@ -13,14 +13,24 @@ PAPER_CONFIG = ROOT / "config.yaml"
 DEMO_CONFIG = ROOT / "config" / "demo.yaml"
 
 
-def snakemake(workdir: Path, config: Path, *args: str, profile: str = "default",
-              timeout: int = 600) -> subprocess.CompletedProcess:
+def snakemake_command(workdir: Path, config: Path, *args: str, profile: str) -> list[str]:
     """snakemake with a profile of workflow/profiles, 2 cores, in workdir; args are targets
     and options (targets first: --configfile takes every word after it)."""
-    cmd = [SNAKEMAKE, *args, "--snakefile", str(ROOT / "Snakefile"), "--directory",
-           str(workdir), "--profile", str(ROOT / "workflow" / "profiles" / profile),
-           "--cores", "2", "--configfile", str(config)]
+    return [SNAKEMAKE, *args, "--snakefile", str(ROOT / "Snakefile"), "--directory",
+            str(workdir), "--profile", str(ROOT / "workflow" / "profiles" / profile),
+            "--cores", "2", "--configfile", str(config)]
+
+
+def snakemake(workdir: Path, config: Path, *args: str, profile: str = "default",
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    cmd = snakemake_command(workdir, config, *args, profile=profile)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def snakemake_background(workdir: Path, config: Path, *args: str,
+                         profile: str = "default") -> subprocess.Popen:
+    cmd = snakemake_command(workdir, config, *args, profile=profile)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def job_counts(output: str) -> dict[str, int]:
