@@ -68,7 +68,8 @@ def _read(path: Path) -> pa.Table:
         raise RecordError(f"{path}: missing (its run's summary exists: the records are "
                           "damaged; delete the run folder to retrain it)") from None
     except (pa.ArrowInvalid, OSError) as err:
-        raise RecordError(f"{path}: unreadable ({err})") from None
+        raise RecordError(f"{path}: unreadable ({err}); delete the run folder and rerun "
+                          "the workflow to retrain its pack") from None
 
 
 def concat(tables: list[pa.Table], columns: dict[str, str]) -> pa.Table:
