@@ -79,8 +79,10 @@ def epoch_rows(run: Run, source: str) -> list[dict]:
     return rows
 
 
-def write_tables(folder: Path, *, missing: int = 0, source: str = "trained") -> tuple[Path, Path]:
-    """runs.parquet and epochs.parquet; the first `missing` runs of each family lack records."""
+def write_tables(folder: Path, *, missing: int = 0, source: str = "trained",
+                 diverged: int = 0) -> tuple[Path, Path]:
+    """runs.parquet and epochs.parquet; the first `missing` runs of each family lack
+    records, the next `diverged` runs diverged."""
     runs, epochs, seen = [], [], {}
     for run in expected_runs():
         family = run.recipe.family
@@ -89,6 +91,8 @@ def write_tables(folder: Path, *, missing: int = 0, source: str = "trained") -> 
             runs.append(missing_row(run))
             continue
         runs.append(summary_row(run, source))
+        if seen[family] <= missing + diverged:
+            runs[-1].update(status="diverged", diverged=True, diverged_epoch=2)
         if family in ("main", "lr_l2"):
             epochs.extend(epoch_rows(run, source))
     runs_path, epochs_path = folder / "runs.parquet", folder / "epochs.parquet"
@@ -106,13 +110,7 @@ def config(tmp_path: Path) -> Path:
 
 def texts(number: int, runs: Path, epochs: Path, config: Path) -> list[str]:
     """Every text drawn on figure `number` (the same drawing write_figure saves)."""
-    inputs = common.load_inputs(runs, epochs, config)
-    fig, used = figures.DRAW[number](inputs)
-    from initmem import style
-
-    style.mark_missing(fig, *common.n_missing(used))
-    if inputs.synthetic:
-        style.mark_synthetic(fig)
+    fig = figures.draw(number, common.load_inputs(runs, epochs, config))
     found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
     matplotlib.pyplot.close(fig)
     return found
@@ -138,6 +136,13 @@ def test_missing_and_generated_runs_are_marked_on_the_figure(tmp_path, config, n
     assert "SYNTHETIC" in found
     complete = texts(number, *write_tables(tmp_path), config)
     assert not any("missing" in t or "SYNTHETIC" in t for t in complete), complete
+
+
+@pytest.mark.parametrize("number", [1, 2, 4, 5])
+def test_diverged_runs_are_counted_on_the_figure(tmp_path, config, number):
+    found = texts(number, *write_tables(tmp_path, diverged=2), config)
+    assert any(t.endswith("runs diverged (shown at their best epoch before it)")
+               for t in found), found
 
 
 def test_pdf_output_is_reproducible(tmp_path, config):

@@ -70,14 +70,19 @@ def panel_label(ax, letter: str) -> None:
     ax.set_title(f"({letter})", loc="left", fontweight="bold")
 
 
-def mark_missing(fig: Figure, n_missing: int, n_expected: int) -> None:
-    """Say on the figure itself that part of its input is absent (nothing is drawn for it).
+def mark_missing(fig: Figure, n_missing: int, n_expected: int, n_diverged: int = 0) -> None:
+    """Say on the figure itself that part of its input is absent (nothing is drawn for it)
+    or diverged (drawn with its metrics at tau_best before the divergence).
 
     A suptitle, so that the layout keeps room for it above the panels.
     """
+    notes = []
     if n_missing:
-        fig.suptitle(f"INCOMPLETE: {n_missing} runs missing (of {n_expected} expected)",
-                     color=MISSING_COLOR, fontsize=7.5, fontweight="bold")
+        notes.append(f"INCOMPLETE: {n_missing} runs missing (of {n_expected} expected)")
+    if n_diverged:
+        notes.append(f"{n_diverged} runs diverged (shown at their best epoch before it)")
+    if notes:
+        fig.suptitle("; ".join(notes), color=MISSING_COLOR, fontsize=7.5, fontweight="bold")
 
 
 def mark_synthetic(fig: Figure) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import style
 from .beta import fig6
-from .common import FigureInputError, Inputs, load_inputs, n_missing
+from .common import FigureInputError, Inputs, load_inputs, run_counts
 from .heatmap import fig2
 from .sweeps import fig1, fig3, fig4, fig5, fig7, fig8
 from .toyfig import fig9
@@ -44,11 +44,17 @@ def write_figure(number: int, runs_path: str | Path | None, epochs_path: str | P
         raise FigureInputError(f"figure {number} needs --epochs (epochs.parquet)")
     inputs = load_inputs(runs_path, epochs_path if number in NEEDS_EPOCHS else None,
                          config_path, EPOCH_COLUMNS, EPOCH_FAMILIES)
+    style.save(draw(number, inputs), pdf_path, png_path)
+
+
+def draw(number: int, inputs: Inputs):
+    """Figure `number` (1-8) with its provenance marks: missing and diverged runs, and
+    the SYNTHETIC watermark when any input record is generated."""
     fig, used = DRAW[number](inputs)
-    style.mark_missing(fig, *n_missing(used))
+    style.mark_missing(fig, *run_counts(used))
     if inputs.synthetic:
         style.mark_synthetic(fig)
-    style.save(fig, pdf_path, png_path)
+    return fig
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -95,13 +95,15 @@ def missing_mask(frame: pd.DataFrame) -> pd.Series:
     return frame["status"].isna() | (frame["status"] == "missing")
 
 
-def n_missing(frames: Iterable[pd.DataFrame]) -> tuple[int, int]:
-    """(missing, expected) runs in the union of the selections (each run counted once)."""
+def run_counts(frames: Iterable[pd.DataFrame]) -> tuple[int, int, int]:
+    """(missing, expected, diverged) runs in the union of the selections (each run
+    counted once)."""
     frames = [f for f in frames if len(f)]
     if not frames:
-        return 0, 0
+        return 0, 0, 0
     union = pd.concat(frames).drop_duplicates("run_id")
-    return int(missing_mask(union).sum()), len(union)
+    diverged = int((union["status"] == "diverged").sum())
+    return int(missing_mask(union).sum()), len(union), diverged
 
 
 def seed_band(frame: pd.DataFrame, value: str) -> pd.DataFrame:
