@@ -4,7 +4,9 @@ For ResNet-9 at b=16 and b=128 and ResNet-56 at b=128 (--cases adds others), and
 N = 1, 5, 25, it times the full training step (minibatch gather, uint8->float,
 augmentation, forward, backward, optimizer) of one pack of N, and of N single runs stepped
 in turn, in one invocation. The two are timed alternately, block by block, and each gets
-the median block, so background load hits both alike. Prints a table and writes it as CSV
+the median block, so background load hits both alike; each row notes the 1-minute load
+average after it (the benchmark's own threads count, ~1-2 on 2 cores: more means the
+machine was shared and the row is suspect). Prints a table and writes it as CSV
 with the device, precision and library versions; `python -m initmem cost --bench CSV`
 projects the paper's device-hours from it.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import platform
 import statistics
 import sys
@@ -165,7 +168,8 @@ def run_benchmark(device: torch.device, widths: Sequence[float], packs: Sequence
             for n in packs:
                 row = measure(arch, b, n, width, device, warmup, repeats, block)
                 rows.append({**add_flops(row, env), **env, "warmup": warmup,
-                             "repeats": repeats, "block": block})
+                             "repeats": repeats, "block": block,
+                             "load_avg_1min": os.getloadavg()[0]})
                 print(format_row(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
