@@ -229,10 +229,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         metavar="ARCH:B", help="default: resnet9:16 resnet9:128 resnet56:128")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest kernels (as train's flag)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's; the demo's jobs use 1)")
     parser.add_argument("--repeats", type=int, default=None, help="timed blocks per mode")
     parser.add_argument("--out", type=Path, default=Path("results/bench/training.csv"))
     args = parser.parse_args(argv)
     device = resolve_device(args.device, deterministic=not args.nondeterministic)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cuda = device.type == "cuda"
     widths = args.widths or [1.0 if cuda and not args.quick else 0.125]
     packs = args.packs or ([1, 5] if args.quick else [1, 5, 25])
