@@ -262,6 +262,11 @@ def projection(packs: list[Pack], families: Iterable[str],
     return rows
 
 
+def _hours(h: float) -> str:
+    """Hours with three significant digits at least (demo configs take minutes)."""
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+
+
 def run(args: argparse.Namespace) -> int:
     from .grid import load_config, make_packs
 
@@ -275,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
           f"{'speed-up':>9} {'longest job':>13}")
     for r in projection(packs, config["families"], throughput):
         speedup = r["one_run_per_device_h"] / r["packed_h"]
-        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {r['packed_h']:>12,.1f} "
-              f"{r['one_run_per_device_h']:>15,.1f} {speedup:>8.2f}x "
-              f"{r['longest_job_h']:>11,.1f} h")
+        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {_hours(r['packed_h']):>12} "
+              f"{_hours(r['one_run_per_device_h']):>15} {speedup:>8.2f}x "
+              f"{_hours(r['longest_job_h']):>11} h")
     return 0
