@@ -7,7 +7,10 @@ Stages: training throughput, packed vs sequential (bench_training.py: its table 
 `snakemake -n` of the paper's config (bench_dryrun.py, target < 20 s); aggregation of
 6,250 runs x 300 epochs (bench_aggregate.py, < 30 s); every table, figure and prose stage
 as the workflow runs them (bench_analysis.py, < 60 s on 2 cores). The summary goes to
-stdout and to OUT_DIR/summary.csv; the training rows to OUT_DIR/training.csv.
+stdout and to OUT_DIR/summary.csv; the training rows to OUT_DIR/training.csv. Each stage
+notes the share of the cores other processes used meanwhile ("others"; bench/quiet.py):
+above a few per cent its seconds are suspect. --wait-quiet waits for an idle machine
+before each stage (and each training row).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import argparse
 import csv
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import bench_aggregate
 import bench_analysis
 import bench_dryrun
 import bench_training
+import quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def training(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     sizing = ["--quick"] if args.quick else ["--widths", "0.125", "0.25"]
-    rows = bench_training.main([*sizing, "--device", args.device,
+    rows = bench_training.main([*sizing, *(["--wait-quiet"] if args.wait_quiet else []),
+                                "--device", args.device,
                                 "--out", str(args.out_dir / "training.csv")])
     ratios = [r["packed_over_sequential"] for r in rows if r["N"] > 1]
     slower = [f"{r['arch']} b={r['b']} N={r['N']} w={r['width']:g}" for r in rows
@@ -76,16 +82,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="CI-sized training bench and a single dry run")
+    parser.add_argument("--wait-quiet", action="store_true",
+                        help="wait for other processes to leave the CPUs idle before each "
+                             "stage (on a shared machine)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--records", type=Path, default=Path("/tmp/initmem-bench-records"),
                         help="fake records for the aggregation bench (written once)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "results" / "bench")
     args = parser.parse_args()
-    summary = [stage(args) for stage in (training, dry_run, aggregation, analysis)]
-    print(f"\n{'stage':<34} {'seconds':>8}  {'measured':<32} {'target':<21} verdict")
+    summary = []
+    for stage in (training, dry_run, aggregation, analysis):
+        if args.wait_quiet:
+            quiet.wait_until_quiet()
+        result, share = quiet.others_share(partial(stage, args))
+        summary.append({**result, "others_cpu_share": share})
+    print(f"\n{'stage':<34} {'seconds':>8}  {'measured':<32} {'target':<21} {'others':>6}  "
+          "verdict")
     for s in summary:
+        others = "?" if s["others_cpu_share"] is None else f"{s['others_cpu_share']:.0%}"
         print(f"{s['stage']:<34} {s['seconds']:>8.1f}  {s['measured']:<32} {s['target']:<21} "
-              f"{s['verdict']}")
+              f"{others:>6}  {s['verdict']}")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with open(args.out_dir / "summary.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(summary[0]))

@@ -4,9 +4,10 @@ For ResNet-9 at b=16 and b=128 and ResNet-56 at b=128 (--cases adds others), and
 N = 1, 5, 25, it times the full training step (minibatch gather, uint8->float,
 augmentation, forward, backward, optimizer) of one pack of N, and of N single runs stepped
 in turn, in one invocation. The two are timed alternately, block by block, and each gets
-the median block, so background load hits both alike; each row notes the 1-minute load
-average after it (the benchmark's own threads count, ~1-2 on 2 cores: more means the
-machine was shared and the row is suspect). Prints a table and writes it as CSV
+the median block, so background load hits both alike; each row notes the share of the
+cores other processes used meanwhile (bench/quiet.py), and --wait-quiet waits for a quiet
+machine before each row and measures a row again (up to 3 tries) when others used more
+than 5%. Prints a table and writes it as CSV
 with the device, precision and library versions; `python -m initmem cost --bench CSV`
 projects the paper's device-hours from it.
 
@@ -23,15 +24,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import quiet
 import torch
 
 from initmem import data
@@ -159,17 +161,22 @@ def add_flops(row: dict, env: dict) -> dict:
 
 def run_benchmark(device: torch.device, widths: Sequence[float], packs: Sequence[int],
                   cases: Sequence[tuple[str, int]], warmup: int, repeats: int,
-                  block: int) -> list[dict]:
+                  block: int, wait_quiet: bool = False) -> list[dict]:
     """Every (width, case, N) row, printed as measured."""
     env = environment(device)
     rows = []
     for width in widths:
         for arch, b in cases:
             for n in packs:
-                row = measure(arch, b, n, width, device, warmup, repeats, block)
+                for _ in range(3 if wait_quiet else 1):
+                    if wait_quiet:
+                        quiet.wait_until_quiet()
+                    row, share = quiet.others_share(partial(
+                        measure, arch, b, n, width, device, warmup, repeats, block))
+                    if share is None or share < quiet.QUIET_SHARE:
+                        break
                 rows.append({**add_flops(row, env), **env, "warmup": warmup,
-                             "repeats": repeats, "block": block,
-                             "load_avg_1min": os.getloadavg()[0]})
+                             "repeats": repeats, "block": block, "others_cpu_share": share})
                 print(format_row(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -231,6 +238,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="on CUDA, let cuDNN pick the fastest kernels (as train's flag)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads (default: torch's; the demo's jobs use 1)")
+    parser.add_argument("--wait-quiet", action="store_true",
+                        help="before each row wait until other processes leave the CPUs "
+                             "idle; measure a row again when they did not")
     parser.add_argument("--repeats", type=int, default=None, help="timed blocks per mode")
     parser.add_argument("--out", type=Path, default=Path("results/bench/training.csv"))
     args = parser.parse_args(argv)
@@ -243,7 +253,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     warmup, repeats, block = (1, 3, 1) if args.quick else (5, 5, 10) if cuda else (2, 5, 1)
     print(describe_device(device), file=sys.stderr)
     rows = run_benchmark(device, widths, packs, args.cases, warmup, args.repeats or repeats,
-                         block)
+                         block, args.wait_quiet)
     print(format_table(rows))
     write_csv(rows, args.out)
     print(f"wrote {args.out}", file=sys.stderr)

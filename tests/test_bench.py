@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_training  # noqa: E402
+import quiet  # noqa: E402
 
 
 @pytest.mark.parametrize(("name", "tf32", "peak"), [
@@ -77,3 +78,20 @@ def test_bad_case_is_named(capsys):
     with pytest.raises(SystemExit):
         bench_training.main(["--cases", "resnet9-16"])
     assert "case 'resnet9-16' is not allowed; write ARCH:B" in capsys.readouterr().err
+
+
+def test_others_share_by_hand(monkeypatch):
+    # The machine used 3 CPU seconds during 1 s of wall time on 4 cores, this process 1:
+    # others used 2 of 4 core-seconds.
+    machine, own, clock = iter([10.0, 13.0]), iter([1.0, 2.0]), iter([5.0, 6.0])
+    monkeypatch.setattr(quiet, "machine_cpu_s", lambda: next(machine))
+    monkeypatch.setattr(quiet, "own_cpu_s", lambda: next(own))
+    monkeypatch.setattr(quiet.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(quiet.os, "cpu_count", lambda: 4)
+    assert quiet.others_share(lambda: "result") == ("result", 0.5)
+
+
+def test_share_unknown_without_proc_stat(monkeypatch):
+    monkeypatch.setattr(quiet, "machine_cpu_s", lambda: None)
+    assert quiet.others_share(lambda: 7) == (7, None)
+    quiet.wait_until_quiet(poll_s=0.0)  # unknown share: returns at once
