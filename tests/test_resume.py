@@ -162,3 +162,28 @@ def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_
     assert_same_records(uninterrupted[0], tmp_path)
     _, summary = read_records(tmp_path / PACK.runs[0].run_dir)
     assert summary["determinism"].iloc[0].startswith("cpu: deterministic")
+
+
+def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path):
+    """On CPU a pack over 256 images per step trains as consecutive sub-packs (measured
+    faster); after a failed job Snakemake deletes its records, and a rerun rewrites them
+    from the kept checkpoints without training again."""
+    recipe = Recipe(**{**RECIPE.__dict__, "b": 128, "train_subset": 256, "epochs": 1})
+    pack = Pack(recipe, tuple(Run(recipe, s, 0) for s in (0.5, 1.0, 2.0)))
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    pack.dump(spec)
+    first = cli(spec, out, "--keep-checkpoint")
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert "as 2 consecutive sub-packs of at most 2 runs" in err
+    before = [read_records(out / run.run_dir)[1] for run in pack.runs]
+    for run in pack.runs:
+        (out / run.run_dir / "summary.parquet").unlink()
+    second = cli(spec, out)
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 0 and err.count("resumed from checkpoint") == 2, err
+    for run, old in zip(pack.runs, before, strict=True):
+        new = read_records(out / run.run_dir)[1]
+        pd.testing.assert_frame_equal(old.drop(columns="wall_time_s"),
+                                      new.drop(columns="wall_time_s"), check_exact=True)
+    assert not any((out / ".checkpoints").iterdir())

@@ -20,6 +20,7 @@ from .train import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
+CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
 
 
 def resolve_device(name: str, deterministic: bool = True) -> torch.device:
@@ -69,9 +70,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "epoch end is checkpointed too")
     parser.add_argument("--keep-checkpoint", action="store_true",
                         help="keep the final checkpoint (the trained weights) after success")
+    parser.add_argument("--packed-on-cpu", action="store_true",
+                        help="on CPU, train the whole pack at once even when it is large")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cpu_parts(pack: Pack) -> list[Pack]:
+    """On CPU, packs of more than CPU_PACK_IMAGES images per step train slower than the
+    same runs one after another (bench/bench_training.py, README "Performance": ResNet-9
+    at b=128 and N=25 runs at 0.54-0.63x), so they train as consecutive sub-packs."""
+    size = max(1, CPU_PACK_IMAGES // pack.recipe.b)
+    return [Pack(pack.recipe, pack.runs[i:i + size]) for i in range(0, len(pack.runs), size)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,29 +92,44 @@ def run(args: argparse.Namespace) -> int:
     log.info("%s", describe_device(device))
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
-    folder = (args.checkpoint_dir or args.out_dir / ".checkpoints") / pack.key
+    root = args.checkpoint_dir or args.out_dir / ".checkpoints"
     log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
              pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
-             pack.recipe.epochs, pack.recipe.steps_per_epoch, folder)
-    trainer = PackTrainer(pack, splits, args.out_dir, device, checkpoint_dir=folder,
-                          checkpoint_every_s=args.checkpoint_every,
-                          progress=not args.no_progress)
+             pack.recipe.epochs, pack.recipe.steps_per_epoch, root)
+    parts = cpu_parts(pack) if device.type == "cpu" and not args.packed_on_cpu else [pack]
+    if len(parts) > 1:
+        log.info("cpu: training it as %d consecutive sub-packs of at most %d runs (more "
+                 "than %d images per step train slower packed than sequentially on CPU; "
+                 "--packed-on-cpu overrides)", len(parts), len(parts[0].runs),
+                 CPU_PACK_IMAGES)
+    stop = {"requested": False, "trainer": None}
 
     def request_stop(signum: int, _frame: object) -> None:
         log.warning("received %s: checkpointing after the current update",
                     signal.Signals(signum).name)
-        trainer.stop_requested = True
+        stop["requested"] = True
+        if stop["trainer"] is not None:
+            stop["trainer"].stop_requested = True
 
     for signum in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, request_stop)
-    try:
-        result = trainer.run()
-    except Preempted as stop:
-        log.warning("%s; exiting with status %d", stop, PREEMPTED_EXIT)
-        return PREEMPTED_EXIT
+    summaries = []
+    for part in parts:  # finished parts keep their final checkpoint until the pack is done
+        trainer = PackTrainer(part, splits, args.out_dir, device,
+                              checkpoint_dir=root / part.key,
+                              checkpoint_every_s=args.checkpoint_every,
+                              progress=not args.no_progress)
+        trainer.stop_requested = stop["requested"]
+        stop["trainer"] = trainer
+        try:
+            summaries += trainer.run().summaries
+        except Preempted as err:
+            log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
+            return PREEMPTED_EXIT
     if not args.keep_checkpoint:
-        checkpoint.remove(folder)
-    for s in result.summaries:
+        for part in parts:
+            checkpoint.remove(root / part.key)
+    for s in summaries:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
                  s["tau_best"], s["test_acc_best"])
     return 0

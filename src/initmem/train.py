@@ -274,6 +274,9 @@ class PackTrainer:
         self.correct = saved["correct"].to(self.device)
         self.elapsed_s = saved["elapsed_s"]
         self.kernel_fro_norm_init = saved["kernel_fro_norm_init"]
+        for state in self.states:  # the workflow deletes a failed job's records: rewrite
+            run_dir = self.out_dir / state.run.run_dir
+            state.written = state.written and (run_dir / "summary.parquet").exists()
         log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
 
 
