@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 import torch
@@ -89,7 +90,7 @@ def newton_schulz(x: Tensor, steps: int = MUON_NS_STEPS) -> Tensor:
     return x.mT if tall else x
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Named parameters, per-parameter state slots and an update counter on the device."""
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float):
@@ -124,8 +125,9 @@ class Optimizer:
         self._update(lr)
         self.iterations += 1
 
+    @abstractmethod
     def _update(self, lr: LR) -> None:
-        raise NotImplementedError
+        """The optimizer's own update of every live parameter (after the decay)."""
 
     def _adam(self, names: Iterable[str], lr: LR) -> None:
         names = self._live(names)
