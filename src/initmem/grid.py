@@ -152,10 +152,10 @@ def _check_matches(fam: str, key: str, patterns: list[dict], points: list[dict])
 
 def _recipe(config: dict[str, Any], fam: str, point: dict[str, Any]) -> Recipe:
     spec = config["families"][fam]
-    fields = {**config.get("common", {}), **spec.get("recipe", {}), **point}
-    table1 = config["optimizers"].get(fields.get("optimizer"), {})
+    common, explicit = config.get("common", {}), {**spec.get("recipe", {}), **point}
+    table1 = config["optimizers"].get({**common, **explicit}.get("optimizer"), {})
     defaults = {k: v for k, v in table1.items() if k not in OPTIMIZER_META}
-    fields = {**config.get("common", {}), **defaults, **spec.get("recipe", {}), **point}
+    fields = {**common, **defaults, **explicit}  # precedence: common < Table 1 < family
     try:
         return Recipe(family=fam, **fields)
     except SpecError as err:

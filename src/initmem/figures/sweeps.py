@@ -49,6 +49,14 @@ def figure_legend(fig: Figure, axes, ncol: int = 6) -> None:
                    ncol=min(len(seen), ncol))
 
 
+def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str) -> None:
+    """One panel of metric `value` vs sigma_w, a curve per optimizer (Figs. 1 and 3)."""
+    draw_curves(ax, curves, value, scale)
+    ax.set_title(title, loc="left")
+    ax.set_ylabel(ylabel)
+    sigma_axis(ax)
+
+
 def fig1(inputs: Inputs) -> Drawn:
     """Test acc, train acc and ||W||_F at tau_best vs sigma_w; b=16 top, b=128 bottom."""
     main = select(inputs.need_runs(), family="main")
@@ -61,12 +69,8 @@ def fig1(inputs: Inputs) -> Drawn:
         at_b = select(main, b=b)
         used.append(at_b)
         curves = optimizer_curves(inputs, at_b)
-        for col, (value, scale, ylabel) in enumerate(panels):
-            ax = axes[row, col]
-            draw_curves(ax, curves, value, scale)
-            ax.set_title(f"({'abcdef'[3 * row + col]}) $b={b}$", loc="left")
-            ax.set_ylabel(ylabel)
-            sigma_axis(ax)
+        for col, panel in enumerate(panels):
+            curve_panel(axes[row, col], curves, *panel, f"({'abcdef'[3 * row + col]}) $b={b}$")
         init = at_b[["sigma_w", "kernel_fro_norm_init"]].dropna()
         if not init.empty:  # the initial norm depends on sigma_w and seed, not optimizer
             mean = init.groupby("sigma_w")["kernel_fro_norm_init"].mean()
@@ -85,14 +89,10 @@ def fig3(inputs: Inputs) -> Drawn:
         at_b = select(main, b=b)
         used.append(at_b)
         curves = optimizer_curves(inputs, at_b)
-        for row, (value, scale, ylabel) in enumerate((
+        for row, panel in enumerate((
                 ("tau_interp", 1.0, r"$\tau_{\mathrm{interp}}$ (epoch)"),
                 ("repair_gap", ACC, r"$\Delta_{\mathrm{repair}}$ (pp)"))):
-            ax = axes[row, col]
-            draw_curves(ax, curves, value, scale)
-            ax.set_title(f"({'abcd'[2 * row + col]}) $b={b}$", loc="left")
-            ax.set_ylabel(ylabel)
-            sigma_axis(ax)
+            curve_panel(axes[row, col], curves, *panel, f"({'abcd'[2 * row + col]}) $b={b}$")
         axes[1, col].axhline(0, color="k", lw=0.6)
         never = int((~missing_mask(at_b) & at_b["tau_interp"].isna()).sum())
         if never:  # these runs have no tau_interp and no repair gap: say so, do not impute
