@@ -20,7 +20,7 @@ from torch import nn  # noqa: E402
 from initmem.models import ConvNormReLU, PackedNet  # noqa: E402
 from initmem.optim import Muon, build_optimizer, learning_rate  # noqa: E402
 from initmem.spec import Recipe  # noqa: E402
-from initmem.train import train_step  # noqa: E402
+from initmem.step import train_step  # noqa: E402
 
 tf = pytest.importorskip("tensorflow", reason="tensorflow is not installed (pip install "
                          "-e .[keras]); the Keras differential test needs it")

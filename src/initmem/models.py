@@ -143,6 +143,9 @@ class PackedNet(nn.Module):
     def __init__(self, n: int, body: nn.Module, pool: str, features: int):
         super().__init__()
         self.n, self.pool = n, pool
+        # NHWC activations: how cuDNN's tensor-core kernels want them. Layout only, the
+        # values are the same (tests/test_step.py); the trainer sets it (README "Performance").
+        self.channels_last = False
         self.body = body
         self.dense = PackedDense(n, features, NUM_CLASSES)
 
@@ -150,6 +153,8 @@ class PackedNet(nn.Module):
         """x: (N, B, 3, H, W), one batch per run, or (B, 3, H, W) shared; -> (N, B, 10)."""
         shared = x.dim() == 4
         x = x.repeat(1, self.n, 1, 1) if shared else x.transpose(0, 1).flatten(1, 2)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         x = self.body(x)
         x = x.amax(dim=(2, 3)) if self.pool == "max" else x.mean(dim=(2, 3))
         return self.dense(x.view(x.shape[0], self.n, -1))

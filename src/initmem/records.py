@@ -23,7 +23,8 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     kernel_fro_norm_init, kernel_fro_norm_best, kernel_fro_norm_last
     T_SGD, T_L2, T_adapt       final clocks
     diverged, diverged_epoch (null unless diverged)
-    wall_time_s, device, determinism (the kernel settings in force),
+    wall_time_s, device, determinism (the kernel settings in force; how the step ran:
+                               eager or CUDA graph, memory layout),
     torch_version, python_version, initmem_version
     record_source              trained | generated (synthetic records, never results)
     schema_version

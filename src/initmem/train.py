@@ -17,40 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from . import checkpoint, data
 from .models import PackedNet, build_model
-from .optim import Optimizer, build_optimizer, learning_rate
+from .optim import build_optimizer, learning_rate
 from .records import history_frame, summarize, write_records
 from .spec import Pack, Run
+from .step import StepExecutor, cross_entropy, l2_penalty
 
 log = logging.getLogger("initmem.train")
 EVAL_BATCH = 1000
-
-
-def train_step(model: PackedNet, optimizer: Optimizer, x: Tensor, y: Tensor, lr: float,
-               l2: float) -> tuple[Tensor, Tensor]:
-    """One update of every run. x: (N, B, 3, H, W), y: (N, B). Returns the per-run loss
-    (Keras' logged loss: mean cross-entropy + the L2 penalty) and correct counts."""
-    logits = model(x)
-    loss = cross_entropy(logits, y) + l2_penalty(model, l2)
-    model.zero_grad(set_to_none=True)
-    loss.sum().backward()  # runs share no parameters: each gets its own loss's gradient
-    optimizer.step(lr)
-    return loss.detach(), (logits.detach().argmax(-1) == y).sum(1)
-
-
-def cross_entropy(logits: Tensor, y: Tensor) -> Tensor:
-    """Mean cross-entropy per run: logits (N, B, 10), y (N, B) -> (N,)."""
-    n, b = y.shape
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(n, b).mean(1)
-
-
-def l2_penalty(model: PackedNet, l2: float) -> Tensor | float:
-    """Keras L2(l) on kernels: l * sum(W^2) per run (so its gradient 2 l W is coupled)."""
-    return l2 * model.kernel_sq_norm() if l2 else 0.0
 
 
 @torch.no_grad()
@@ -133,7 +110,7 @@ class PackTrainer:
 
     def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
                  checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
-                 progress: bool = True):
+                 progress: bool = True, cuda_graph: bool = False, channels_last: bool = False):
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -146,7 +123,10 @@ class PackTrainer:
         self.model.init_([r.sigma_w for r in runs],
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
         self.model.to(device).train()
+        self.model.channels_last = channels_last
         self.optimizer = build_optimizer(recipe, self.model)
+        self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
+                                       cuda_graph=cuda_graph)
         gens = [data.run_generators(r.seed, device) for r in runs]
         self.order_gens = [g["order"] for g in gens]
         self.augment_gens = [g["augment"] for g in gens]
@@ -177,8 +157,7 @@ class PackTrainer:
                 if recipe.augment:
                     x = data.augment_packed(x, self.augment_gens)
                 lr = learning_rate(recipe, self.k)
-                loss, hits = train_step(self.model, self.optimizer, x, self.splits.train_y[idx],
-                                        lr, recipe.l2)
+                loss, hits = self.train_step(x, self.splits.train_y[idx], lr)
                 self.loss_sum += loss * idx.shape[1]
                 self.correct += hits
                 self.clocks.tick(lr, recipe.b, lam)
@@ -231,7 +210,8 @@ class PackTrainer:
                             diverged_epoch=state.diverged_epoch,
                             early_stopped=state.early_stopped,
                             wall_time_s=self.elapsed_s, device=str(self.device),
-                            determinism=determinism_settings(self.device))
+                            determinism=f"{determinism_settings(self.device)}; "
+                                        f"{self.train_step.describe()}")
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
@@ -292,9 +272,11 @@ def determinism_settings(device: torch.device) -> str:
 
 
 def train_pack(pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
-               progress: bool = True) -> TrainedPack:
+               progress: bool = True, cuda_graph: bool = False,
+               channels_last: bool = False) -> TrainedPack:
     """Train every run of the pack (no checkpoints); write each run's records as it ends."""
-    return PackTrainer(pack, splits, out_dir, device, progress=progress).run()
+    return PackTrainer(pack, splits, out_dir, device, progress=progress,
+                       cuda_graph=cuda_graph, channels_last=channels_last).run()
 
 
 def _progress_bar(total: int, enabled: bool, initial: int = 0):
