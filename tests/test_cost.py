@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
+import yaml
 
 from initmem import cli, cost
 from initmem.errors import InputError
@@ -25,11 +26,19 @@ def make_pack(n: int, arch: str = "resnet9", **recipe) -> Pack:
     return Pack(r, tuple(Run(r, 1.0, seed) for seed in range(n)))
 
 
-def write_bench(path: Path, rows: list[tuple]) -> Path:
+def write_bench(path: Path, rows: list[tuple], fields: tuple = FIELDS) -> Path:
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(FIELDS)
+        writer.writerow(fields)
         writer.writerows(rows)
+    return path
+
+
+def write_config(path: Path, **execution) -> Path:
+    """config/test.yaml with execution keys replaced."""
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["execution"].update(execution)
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
@@ -46,9 +55,22 @@ R9_OVERHEAD = 0.008
 R56_OVERHEAD = 0.008 * 58 / 9
 
 
+# The same points with a path column: ROWS as eager, and CUDA-graph rows of ResNet-9 whose
+# sequential_s_per_step repeats the eager singles (as bench_training.py writes them).
+PATH_ROWS = [(*r, "eager") for r in ROWS] + [
+    ("gpu-x", "resnet9", 16, 1, 1.0, 0.004, 0.010, "graph"),
+    ("gpu-x", "resnet9", 128, 1, 1.0, 0.024, 0.024, "graph"),
+    ("gpu-x", "resnet9", 128, 5, 1.0, 0.060, 0.120, "graph")]
+
+
 @pytest.fixture()
 def measured(tmp_path) -> cost.Throughput:
     return cost.Throughput.from_csv(write_bench(tmp_path / "bench.csv", ROWS))
+
+
+@pytest.fixture()
+def path_bench(tmp_path) -> Path:
+    return write_bench(tmp_path / "paths.csv", PATH_ROWS, (*FIELDS, "path"))
 
 
 def test_builtin_pack_seconds_by_hand():
@@ -155,6 +177,61 @@ def test_bad_bench_files_are_named(tmp_path):
         cost.Throughput.from_csv(tmp_path / "cols.csv")
 
 
+def test_step_path_picks_its_rows_and_only_eager_reads_the_singles(path_bench, measured):
+    eager = cost.Throughput.from_csv(path_bench)
+    assert eager.overhead_s == measured.overhead_s
+    assert eager.per_image_s == measured.per_image_s
+    assert eager.source == f"{path_bench}, eager steps"
+    graph = cost.Throughput.from_csv(path_bench, step_path="graph")
+    # N=1, b=16: the graph step 0.004 alone; the eager singles (0.010) beside it are not a
+    # graph path's time. An update's time at a measured point is that point's median
+    # whatever the overhead.
+    assert graph.step_seconds("resnet9", 16, 1, 1.0) == pytest.approx(0.004)
+    assert graph.step_seconds("resnet9", 128, 5, 1.0) == pytest.approx(0.060)
+    # N=1, b=128: 0.024 (graph). Intercept through (16, 0.004) and (128, 0.024):
+    # 0.004 - 16 x 0.020 / 112 = 0.008 / 7.
+    assert graph.overhead_s["resnet9", 1.0] == pytest.approx(0.008 / 7)
+    assert graph.source == f"{path_bench}, graph steps"
+
+
+def test_unknown_step_path_names_the_csvs_paths(path_bench, tmp_path):
+    with pytest.raises(InputError, match=r"path 'graph_cl' is not in .*'eager', 'graph'"):
+        cost.Throughput.from_csv(path_bench, step_path="graph_cl")
+    plain = write_bench(tmp_path / "plain.csv", ROWS)  # no path column: all eager
+    assert cost.Throughput.from_csv(plain, step_path="eager").device == "gpu-x"
+    with pytest.raises(InputError, match="path 'graph' is not in .*its paths 'eager'$"):
+        cost.Throughput.from_csv(plain, step_path="graph")
+
+
+def test_config_throughput_csv_sets_the_time_limits(tmp_path, monkeypatch):
+    assert cost.throughput({"throughput_csv": None}) is cost.BUILTIN
+    write_bench(tmp_path / "bench.csv", ROWS)
+    monkeypatch.chdir(tmp_path)  # a relative path is relative to the working directory
+    measured = cost.throughput({"throughput_csv": "bench.csv", "throughput_device": None})
+    assert measured.device == "gpu-x"
+    # 2000 epochs of 0.19625 s (test_measured_pack_seconds_by_hand): 392.5 s, x 1.5 =
+    # 9.81 min: 10. Built in: 2000 x 0.092 s = 184 s, x 1.5 = 4.6 min: 5.
+    long = make_pack(4, epochs=2000)
+    assert cost.pack_seconds(long, measured) == pytest.approx(392.5)
+    assert cost.runtime_minutes(long, 1, measured) == 10
+    assert cost.runtime_minutes(long, 1, cost.BUILTIN) == 5
+
+
+def test_config_throughput_errors_name_the_key(tmp_path):
+    two = write_bench(tmp_path / "two.csv", [ROWS[0], ("cpu", *ROWS[1][1:])])
+    assert cost.throughput({"throughput_csv": str(two), "throughput_device": "cpu"}
+                           ).device == "cpu"
+    with pytest.raises(InputError, match="execution.throughput_csv: .*'cpu', 'gpu-x'"):
+        cost.throughput({"throughput_csv": str(two), "throughput_device": None})
+    none = tmp_path / "none.csv"
+    with pytest.raises(InputError, match=f"execution.throughput_csv: benchmark CSV {none} "
+                                         "does not exist; write one with .*null"):
+        cost.throughput({"throughput_csv": str(none), "throughput_device": None})
+    (tmp_path / "cols.csv").write_text("arch,b\nresnet9,16\n")
+    with pytest.raises(InputError, match="execution.throughput_csv: .*lacks column"):
+        cost.throughput({"throughput_csv": str(tmp_path / "cols.csv")})
+
+
 def test_train_flops_by_hand():
     # ResNet-9: prep 32x32x64x3x9 = 1,769,472 MACs; five layers of 75,497,472 each
     # (64->128 at 32x32; two 128->128 at 16x16; 128->256 at 16x16; 256->512 at 8x8;
@@ -177,6 +254,41 @@ def test_cost_command(tmp_path, capsys):
     assert [line.split()[0] for line in out.splitlines()[2:]] == ["main", "total"]
     assert cli.main(["cost", "--config", str(config), "--bench", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def table(out: str) -> list[str]:
+    """The cost command's table, without its first (source) line."""
+    return out.splitlines()[1:]
+
+
+def test_cost_command_reads_the_configs_throughput_csv(tmp_path, capsys, path_bench):
+    bench = write_bench(tmp_path / "bench.csv", ROWS)
+    config = write_config(tmp_path / "c.yaml", throughput_csv=str(bench))
+    assert cli.main(["cost", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"on gpu-x, from execution.throughput_csv {bench}, eager steps" in out
+    assert cli.main(["cost", "--config", str(ROOT / "config" / "test.yaml"),
+                     "--bench", str(bench)]) == 0
+    assert table(capsys.readouterr().out) == table(out)  # the same model, the same numbers
+    # --bench overrides the config's CSV; --bench-path picks a path of either.
+    assert cli.main(["cost", "--config", str(config), "--bench", str(path_bench),
+                     "--bench-path", "graph"]) == 0
+    assert f"from --bench {path_bench}, graph steps" in capsys.readouterr().out
+    graph = write_config(tmp_path / "g.yaml", throughput_csv=str(path_bench))
+    assert cli.main(["cost", "--config", str(graph), "--bench-path", "graph"]) == 0
+    assert f"from execution.throughput_csv {path_bench}, graph steps" in \
+        capsys.readouterr().out
+    missing = write_config(tmp_path / "m.yaml", throughput_csv=str(tmp_path / "x.csv"))
+    assert cli.main(["cost", "--config", str(missing)]) == 2
+    assert "execution.throughput_csv: benchmark CSV" in capsys.readouterr().err
+
+
+def test_cost_command_without_csv_has_only_eager_steps(capsys):
+    config = str(ROOT / "config" / "test.yaml")
+    assert cli.main(["cost", "--config", config]) == 0
+    assert "from built-in constants" in capsys.readouterr().out
+    assert cli.main(["cost", "--config", config, "--bench-path", "graph"]) == 2
+    assert "--bench-path 'graph' needs a benchmark CSV" in capsys.readouterr().err
 
 
 def test_projection_sums_families():

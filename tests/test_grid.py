@@ -108,7 +108,9 @@ def test_validate_fills_defaults_and_keeps_input():
     checked = grid.validate_config(config)
     assert "execution" not in config
     assert checked["execution"] == {"pack_size": 25, "device": "auto", "gpus_per_job": 1,
-                                    "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 30}
+                                    "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 30,
+                                    "throughput_csv": None, "throughput_device": None,
+                                    "cuda_graphs": "auto", "channels_last": "auto"}
     assert checked["archive"] is None and checked["confirm_cpu_full"] is False
 
 
@@ -150,6 +152,8 @@ ERRORS = [  # (edit of a valid config, fragments the message must contain)
      ["execution.pack_size=0 is not allowed", "must be >= 1"]),
     (lambda c: c.update(execution={"device": "tpu"}),
      ["execution.device='tpu'", "one of auto, cpu, cuda"]),
+    (lambda c: c.update(execution={"cuda_graphs": "on"}),
+     ["execution.cuda_graphs='on' is not allowed", "one of auto, True, False"]),
     (lambda c: fam(c)["grid"].update(b=[16, "x"]),
      ["families.main.grid.b[1]='x' is not allowed", "of type integer"]),
     (lambda c: fam(c)["grid"].update(b=[16, 0]),

@@ -98,9 +98,12 @@ def test_a_checkpoint_of_another_pack_is_refused(splits, tmp_path):
 
 
 def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """The train command, in the reference's contiguous layout (its CPU default for
+    ResNet-9 is channels_last: the same values up to summation order, not bitwise)."""
     return subprocess.Popen([sys.executable, "-m", "initmem", "train", str(spec), str(out),
                              "--device", "cpu", "--no-progress", "--checkpoint-every", "0",
-                             *extra], stderr=subprocess.PIPE, text=True)
+                             "--channels-last", "off", *extra], stderr=subprocess.PIPE,
+                            text=True)
 
 
 def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, timeout: float = 120) -> None:

@@ -138,13 +138,15 @@ def test_cli_trains_a_pack_spec(tmp_path):
     pack_of(recipe, [(1.0, 0), (2.0, 1)]).dump(spec)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "initmem", "train", str(spec), str(out),
-                           "--device", "cpu", "--no-progress"],
+                           "--device", "cpu", "--no-progress", "--channels-last", "on"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "device=cpu" in proc.stderr and "threads=" in proc.stderr
+    assert "cuda_graph=False, channels_last=True" in proc.stderr
     for point in [(1.0, 0), (2.0, 1)]:
         _, summary = read_records(out / Run(recipe, *point).run_dir)
         assert summary["status"].iloc[0] == "completed"
+        assert summary["determinism"].iloc[0].endswith("; eager step, channels_last")
 
 
 def test_cli_rejects_a_bad_spec_with_a_clear_message(tmp_path):

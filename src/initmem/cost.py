@@ -12,9 +12,16 @@ one of two sources:
   at width w_m = 1: SECONDS_PER_IMAGE[arch] for any n and b, and STEP_OVERHEAD_S per
   ResNet-9 update, scaled by the number of weight layers (LAYERS: kernel launches grow
   with them). Time limits add SAFETY on top.
-- measured (`Throughput.from_csv`: a bench/bench_training.py CSV of one device), by rules:
+- measured (`Throughput.from_csv`: a bench/bench_training.py CSV of one device and one
+  step path), by rules:
+  0. A CSV with a `path` column holds a row per (arch, b, N, width, path), path one of
+     eager (plain PyTorch step), eager_cl (channels_last), graph (CUDA-graph-captured
+     step), graph_cl; only the rows of the chosen path count (default eager; a CSV
+     without the column is all eager). Its sequential_s_per_step is always N eager
+     singles, repeated on each path row: only the eager path reads it (rule 1).
   1. Step times at (arch, width, N, b) are the median of the CSV's packed_s_per_step at N
-     and, for N = 1, also of sequential_s_per_step / N (N singles stepped in turn).
+     and, for N = 1 on the eager path, also of sequential_s_per_step / N (N eager singles
+     stepped in turn; another path's N = 1 time is its own packed_s_per_step).
   2. overhead_s(arch, width) is the intercept of the N = 1 step time against b through the
      two smallest b measured (clipped to [0, the smaller step time]); an arch with one b
      measured at N = 1 takes the intercept of an arch fitted at that width, scaled by
@@ -25,6 +32,11 @@ one of two sources:
   4. An arch without measurements borrows from the measured arch with the closest LAYERS
      (first in spec.ARCHS on ties): per-image times scaled by the ratio of
      SECONDS_PER_IMAGE, overheads by the ratio of LAYERS.
+
+`throughput(execution)` picks the model of the workflow's SLURM time limits and of
+`initmem cost --config`: the eager path of execution.throughput_csv when the config names
+one, else BUILTIN. Limits always use eager steps: a CUDA-graph run falls back to eager
+when its self-check fails, so its limit must cover eager.
 """
 
 from __future__ import annotations
@@ -34,9 +46,10 @@ import csv
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError
 from .spec import ARCHS, Pack, Recipe
@@ -50,6 +63,7 @@ EVAL_BATCH = 1000  # train.EVAL_BATCH (not imported: that would pull torch into 
 SAFETY = 1.5
 CONFIRM_ABOVE_GPU_HOURS = 1.0  # a local launch without GPU beyond this needs confirming
 BENCH_COLUMNS = ("arch", "b", "N", "width", "packed_s_per_step", "sequential_s_per_step")
+EAGER = "eager"  # the step path of a CSV without a path column, and of SLURM time limits
 
 
 @dataclass(frozen=True)
@@ -78,13 +92,15 @@ class Throughput:
         return w_m, points[w_m, n_m, b_m] * (width / w_m) ** 2
 
     @classmethod
-    def from_csv(cls, path: str | Path, device: str | None = None) -> Throughput:
+    def from_csv(cls, path: str | Path, device: str | None = None,
+                 step_path: str = EAGER) -> Throughput:
         """The measured model from a benchmark CSV (one device's rows; `device` picks one
-        of several by its device_name column, or device where that is absent)."""
-        steps = _read_bench(Path(path), device)
+        of several by its device_name column, or device where that is absent; `step_path`
+        picks the rows of one path column value, rule 0)."""
+        steps = _read_bench(Path(path), device, step_path)
         label = next(iter(steps))[0]
         times = {key[1:]: statistics.median(v) for key, v in steps.items()}
-        return cls(label, str(path), *_fit(times))
+        return cls(label, f"{path}, {step_path} steps", *_fit(times))
 
 
 BUILTIN = Throughput(
@@ -93,12 +109,26 @@ BUILTIN = Throughput(
     per_image_s={a: {(1.0, 1, 1): SECONDS_PER_IMAGE[a]} for a in ARCHS})
 
 
+def throughput(execution: Mapping[str, Any], step_path: str = EAGER) -> Throughput:
+    """The model of a config's `execution` section: its throughput_csv (relative to the
+    working directory; throughput_device picks a device) or, when that is null, BUILTIN.
+    The workflow's time limits take the default eager path (module docstring)."""
+    csv_path = execution.get("throughput_csv")
+    if csv_path is None:
+        return BUILTIN
+    try:
+        return Throughput.from_csv(csv_path, execution.get("throughput_device"), step_path)
+    except InputError as err:  # say which config key to fix, or to set null
+        raise InputError(f"execution.throughput_csv: {err} (or set throughput_csv: null "
+                         "for the built-in estimate)") from None
+
+
 def _nearest(x: float, measured: Iterable[float]) -> float:
     """The measured value closest to x in log ratio (ties: the larger)."""
     return min(measured, key=lambda m: (abs(math.log(x / m)), -m))
 
 
-def _read_bench(path: Path, device: str | None) -> dict[tuple, list[float]]:
+def _read_bench(path: Path, device: str | None, step_path: str) -> dict[tuple, list[float]]:
     """(device, arch, width, N, b) -> measured seconds per update of the pack."""
     if not path.is_file():
         raise InputError(f"benchmark CSV {path} does not exist; write one with "
@@ -117,15 +147,30 @@ def _read_bench(path: Path, device: str | None) -> dict[tuple, list[float]]:
         raise InputError(f"benchmark device {device!r} is not allowed for {path}: choose "
                          f"one of its devices {', '.join(map(repr, devices))}")
     steps: dict[tuple, list[float]] = defaultdict(list)
-    for r in rows:
+    for r in _path_rows(path, rows, step_path):
         if r["arch"] not in ARCHS:
             raise InputError(f"benchmark CSV {path}: arch={r['arch']!r} is not allowed; "
                              f"arch must be one of {', '.join(ARCHS)}")
         key = (r[label], r["arch"], float(r["width"]))
         n, b = int(r["N"]), int(r["b"])
         steps[(*key, n, b)].append(float(r["packed_s_per_step"]))
-        steps[(*key, 1, b)].append(float(r["sequential_s_per_step"]) / n)
+        if step_path == EAGER:
+            steps[(*key, 1, b)].append(float(r["sequential_s_per_step"]) / n)
     return steps
+
+
+def _path_rows(path: Path, rows: list[dict[str, str]], step_path: str) -> list[dict]:
+    """The rows of one step path (rule 0). Selecting before reading sequential_s_per_step
+    takes it once per point, not once per path row, which would skew the N = 1 medians."""
+    paths = sorted({_step_path(r) for r in rows})
+    if step_path not in paths:
+        raise InputError(f"benchmark path {step_path!r} is not in {path}: choose one of "
+                         f"its paths {', '.join(map(repr, paths))}")
+    return [r for r in rows if _step_path(r) == step_path]
+
+
+def _step_path(row: dict[str, str]) -> str:
+    return row.get("path") or EAGER  # no path column (or an empty cell): eager
 
 
 def _fit(times: dict[tuple[str, float, int, int], float]):
@@ -242,9 +287,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=Path("config.yaml"))
     parser.add_argument("--bench", type=Path, default=None, metavar="CSV",
                         help="measured throughput (bench/bench_training.py's CSV); default: "
+                             "the config's execution.throughput_csv, or when that is null "
                              "the built-in H100-class estimate")
     parser.add_argument("--bench-device", default=None, metavar="NAME",
-                        help="the CSV's device to use when it holds several")
+                        help="the CSV's device to use when it holds several (default: "
+                             "execution.throughput_device)")
+    parser.add_argument("--bench-path", default=EAGER, metavar="NAME",
+                        help="the CSV's step path: eager, eager_cl, graph or graph_cl "
+                             "(default: eager, as the SLURM time limits use)")
 
 
 def projection(packs: list[Pack], families: Iterable[str],
@@ -267,18 +317,34 @@ def _hours(h: float) -> str:
     return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
 
 
+def _cli_throughput(args: argparse.Namespace,
+                    execution: Mapping[str, Any]) -> tuple[Throughput, str]:
+    """The model `cost` uses and where it came from: --bench, else the config's
+    execution.throughput_csv, else BUILTIN (of eager steps only)."""
+    if args.bench is not None:
+        return Throughput.from_csv(args.bench, args.bench_device, args.bench_path), "--bench "
+    if execution["throughput_csv"] is not None:
+        device = args.bench_device or execution["throughput_device"]
+        chosen = {**execution, "throughput_device": device}
+        return throughput(chosen, args.bench_path), "execution.throughput_csv "
+    if args.bench_path != EAGER:
+        raise InputError(f"--bench-path {args.bench_path!r} needs a benchmark CSV (--bench or "
+                         "execution.throughput_csv); the built-in estimate has only "
+                         f"{EAGER!r} steps")
+    return BUILTIN, ""
+
+
 def run(args: argparse.Namespace) -> int:
     from .grid import load_config, make_packs
 
     config = load_config(args.config)
-    throughput = (BUILTIN if args.bench is None
-                  else Throughput.from_csv(args.bench, args.bench_device))
+    model, origin = _cli_throughput(args, config["execution"])
     packs = list(make_packs(config).values())
-    print(f"{args.config}: device-hours on {throughput.device} (from {throughput.source}; "
-          "rules in initmem.cost)")
+    print(f"{args.config}: device-hours on {model.device}, from {origin}{model.source}; "
+          "rules in initmem.cost")
     print(f"{'family':<12} {'runs':>6} {'packs':>6} {'packed h':>12} {'1 run/device h':>15} "
           f"{'speed-up':>9} {'longest job':>13}")
-    for r in projection(packs, config["families"], throughput):
+    for r in projection(packs, config["families"], model):
         speedup = r["one_run_per_device_h"] / r["packed_h"]
         print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {_hours(r['packed_h']):>12} "
               f"{_hours(r['one_run_per_device_h']):>15} {speedup:>8.2f}x "

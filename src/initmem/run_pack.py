@@ -15,12 +15,16 @@ from pathlib import Path
 import torch
 
 from . import checkpoint, data
+from .errors import InputError
 from .spec import Pack
 from .train import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
+# On CPU, NHWC steps of the BatchNorm ResNet-9s ran 1.05-1.25x faster (bench_training.py,
+# width 1/8, N = 1 and 5); ResNet-9-LN's ran at the same speed, ResNet-56's at 0.68x at N=1.
+CPU_CHANNELS_LAST = ("resnet9", "r9_avgpool")
 
 
 def resolve_device(name: str, deterministic: bool = True) -> torch.device:
@@ -72,6 +76,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="keep the final checkpoint (the trained weights) after success")
     parser.add_argument("--packed-on-cpu", action="store_true",
                         help="on CPU, train the whole pack at once even when it is large")
+    parser.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                        help="replay each full-batch update as a CUDA graph, checked against "
+                             "an eager update when captured (auto: on CUDA)")
+    parser.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto",
+                        help="NHWC activations (auto: on CUDA, where cuDNN's tensor-core "
+                             "kernels want them, and on CPU for the archs it measured "
+                             "faster there: resnet9, r9_avgpool)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -85,11 +96,27 @@ def cpu_parts(pack: Pack) -> list[Pack]:
     return [Pack(pack.recipe, pack.runs[i:i + size]) for i in range(0, len(pack.runs), size)]
 
 
+def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
+                channels_last: str) -> dict[str, bool]:
+    """The step's speed paths from the auto/on/off options (results never depend on them:
+    tests/test_step.py). auto: CUDA graphs on CUDA; channels_last on CUDA, and on CPU for
+    the archs where it measured faster (CPU_CHANNELS_LAST)."""
+    cuda = device.type == "cuda"
+    if cuda_graphs == "on" and not cuda:
+        raise InputError(f"--cuda-graphs on is not allowed on device {device}: CUDA graphs "
+                         "need a CUDA device; use auto or off")
+    nhwc_auto = cuda or arch in CPU_CHANNELS_LAST
+    return {"cuda_graph": cuda_graphs == "on" or (cuda_graphs == "auto" and cuda),
+            "channels_last": channels_last == "on" or (channels_last == "auto" and nhwc_auto)}
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     pack = Pack.load(args.spec)
     device = resolve_device(args.device, deterministic=not args.nondeterministic)
-    log.info("%s", describe_device(device))
+    speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
+    log.info("%s; cuda_graph=%s, channels_last=%s", describe_device(device),
+             speed["cuda_graph"], speed["channels_last"])
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
@@ -118,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         trainer = PackTrainer(part, splits, args.out_dir, device,
                               checkpoint_dir=root / part.key,
                               checkpoint_every_s=args.checkpoint_every,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress, **speed)
         trainer.stop_requested = stop["requested"]
         stop["trainer"] = trainer
         try:

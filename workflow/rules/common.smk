@@ -30,6 +30,9 @@ EXECUTION = config["execution"]
 # A runs archive: the aggregate reads it instead of run folders, and nothing is trained.
 ARCHIVE = config["archive"]
 PACKS = {} if ARCHIVE else grid.make_packs(config)
+# The model of the training jobs' time limits, read once: execution.throughput_csv (its
+# eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
+THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)
 RECORD_FILES = ("history.parquet", "summary.parquet")
 RUNS_TABLE = "results/aggregate/runs.parquet"
 EPOCHS_TABLE = "results/aggregate/epochs.parquet"
@@ -59,9 +62,17 @@ def get_records():
     return [ARCHIVE] if ARCHIVE else all_run_files()
 
 
+# How a step runs, never what it computes: auto/true/false -> train's auto/on/off.
+SPEED_PATHS = ("cuda_graphs", "channels_last")
+SWITCH = {"auto": "auto", True: "on", False: "off"}
+
+
 def train_flags():
     data = config["data"]
     flags = [f"--data-root {data['root']}", f"--device {EXECUTION['device']}"]
+    flags += [
+        f"--{key.replace('_', '-')} {SWITCH[EXECUTION[key]]}" for key in SPEED_PATHS
+    ]
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
     return " ".join(flags)
