@@ -2,20 +2,23 @@
 
 For ResNet-9 at b=16 and b=128 and ResNet-56 at b=128 (--cases adds others), and packs of
 N = 1, 5, 25, it times the full training step (minibatch gather, uint8->float,
-augmentation, forward, backward, optimizer) of one pack of N, and of N single runs stepped
-in turn, in one invocation. The two are timed alternately, block by block, and each gets
-the median block, so background load hits both alike; each row notes the share of the
+augmentation, forward, backward, optimizer) of one pack of N by each step path (PATHS:
+eager or replayed as a CUDA graph, contiguous or channels_last activations), and of N
+eager single runs stepped in turn (the paper's one run per GPU), in one invocation. They
+are timed alternately, block by block, and each gets the median block, so background load
+hits all alike; on a GPU the table ends with issue 6's targets (packed images/s at least
+8x one eager single run's at b = 16, 3x at b = 128); each row notes the share of the
 cores other processes used meanwhile (bench/quiet.py), and --wait-quiet waits for a quiet
 machine before each row and measures a row again (up to 3 tries) when others used more
-than 5%. Prints a table and writes it as CSV
-with the device, precision and library versions; `python -m initmem cost --bench CSV`
+than 5%. Prints a table and writes it as CSV (one row per case, N and path) with the
+device, precision and library versions; `python -m initmem cost --bench CSV`
 projects the paper's device-hours from it.
 
 Each row also counts the FLOPs of the step (initmem.cost.train_flops_per_image: 2 x 3 x
 the conv and dense multiply-adds per image and run) and, on a GPU this file knows, the
 fraction of its peak (TF32 when allowed, as initmem's CUDA runs do, else float32).
 
-    python bench/bench_training.py --quick            # CI-sized: CPU, width 1/8, ~1 min
+    python bench/bench_training.py --quick            # CI-sized: CPU, width 1/8, ~2 min
     python bench/bench_training.py --widths 0.125 0.25  # the full CPU benchmark
     python bench/bench_training.py --device cuda      # full width on a GPU
 """
@@ -42,9 +45,14 @@ from initmem.models import build_model
 from initmem.optim import build_optimizer
 from initmem.run_pack import describe_device, resolve_device
 from initmem.spec import Recipe
-from initmem.train import determinism_settings, train_step
+from initmem.step import WARMUP_STEPS, StepExecutor
+from initmem.train import determinism_settings
 
 CASES = (("resnet9", 16), ("resnet9", 128), ("resnet56", 128))
+# eager: the plain step; graph: replayed as a CUDA graph; _cl: channels_last activations.
+PATHS = ("eager", "eager_cl", "graph", "graph_cl")
+# Issue 6's targets on a GPU: packed images/s over one eager single run's, by batch size.
+TARGETS = {16: 8.0, 128: 3.0}
 POOL = 4096  # random images the minibatches are drawn from
 
 # Dense peak TFLOP/s (float32, TF32 tensor cores without sparsity) from NVIDIA's datasheets,
@@ -69,18 +77,22 @@ def peak_tflops(device_name: str, tf32: bool) -> float | None:
 
 
 def make_runner(recipe: Recipe, n: int, device: torch.device, images: torch.Tensor,
-                labels: torch.Tensor) -> Callable[[], None]:
-    """A closure doing one training step of a pack of n runs on random minibatches."""
+                labels: torch.Tensor, path: str = "eager") -> Callable[[], None]:
+    """A closure doing one training step of a pack of n runs on random minibatches, by
+    one of PATHS (eager or CUDA graph, contiguous or channels_last)."""
     model = build_model(recipe, n)
     model.init_([1.0] * n, [torch.Generator().manual_seed(i) for i in range(n)])
     model.to(device).train()
+    model.channels_last = path.endswith("_cl")
     optimizer = build_optimizer(recipe, model)
+    executor = StepExecutor(model, optimizer, 0.0, recipe.b,
+                            cuda_graph=path.startswith("graph"))
     gens = [data.run_generators(i, device)["augment"] for i in range(n)]
 
     def step() -> None:
         idx = torch.randint(0, len(images), (n, recipe.b), device=device)
         x = data.augment_packed(data.as_float(images[idx]), gens)
-        train_step(model, optimizer, x, labels[idx], 1e-3, 0.0)
+        executor(x, labels[idx], 1e-3)
 
     return step
 
@@ -105,24 +117,27 @@ def median_seconds(fns: Sequence[Callable[[], None]], device: torch.device, warm
     return [statistics.median(spent) for spent in times]
 
 
-def measure(arch: str, b: int, n: int, width: float, device: torch.device, warmup: int,
-            repeats: int, block: int) -> dict:
+def measure(arch: str, b: int, n: int, width: float, device: torch.device, paths: Sequence[str],
+            warmup: int, repeats: int, block: int) -> list[dict]:
+    """One row per path: its packed step against N eager single runs stepped in turn (the
+    paper's one run per GPU), all timed side by side."""
     recipe = Recipe(family="bench", arch=arch, optimizer="adam", b=b, epochs=1, width=width,
                     augment=True)
     images = torch.randint(0, 256, (POOL, 3, 32, 32), dtype=torch.uint8, device=device)
     labels = torch.randint(0, 10, (POOL,), device=device)
-    packed = make_runner(recipe, n, device, images, labels)
+    packed = [make_runner(recipe, n, device, images, labels, path) for path in paths]
     singles = [make_runner(recipe, 1, device, images, labels) for _ in range(n)]
 
     def sequential() -> None:
         for single in singles:
             single()
 
-    t_packed, t_seq = median_seconds([packed, sequential], device, warmup, repeats, block)
-    return {"arch": arch, "b": b, "N": n, "width": width,
-            "packed_s_per_step": t_packed, "sequential_s_per_step": t_seq,
-            "packed_images_per_s": n * b / t_packed, "sequential_images_per_s": n * b / t_seq,
-            "packed_over_sequential": t_seq / t_packed}
+    t_seq, *t_packed = median_seconds([sequential, *packed], device, warmup, repeats, block)
+    return [{"arch": arch, "b": b, "N": n, "width": width, "path": path,
+             "packed_s_per_step": t, "sequential_s_per_step": t_seq,
+             "packed_images_per_s": n * b / t, "sequential_images_per_s": n * b / t_seq,
+             "packed_over_sequential": t_seq / t, "target": TARGETS.get(b)}
+            for path, t in zip(paths, t_packed, strict=True)]
 
 
 def environment(device: torch.device) -> dict:
@@ -160,9 +175,9 @@ def add_flops(row: dict, env: dict) -> dict:
 
 
 def run_benchmark(device: torch.device, widths: Sequence[float], packs: Sequence[int],
-                  cases: Sequence[tuple[str, int]], warmup: int, repeats: int,
-                  block: int, wait_quiet: bool = False) -> list[dict]:
-    """Every (width, case, N) row, printed as measured."""
+                  cases: Sequence[tuple[str, int]], paths: Sequence[str], warmup: int,
+                  repeats: int, block: int, wait_quiet: bool = False) -> list[dict]:
+    """Every (width, case, N, path) row, printed as measured."""
     env = environment(device)
     rows = []
     for width in widths:
@@ -171,23 +186,26 @@ def run_benchmark(device: torch.device, widths: Sequence[float], packs: Sequence
                 for _ in range(3 if wait_quiet else 1):
                     if wait_quiet:
                         quiet.wait_until_quiet()
-                    row, share = quiet.others_share(partial(
-                        measure, arch, b, n, width, device, warmup, repeats, block))
+                    measured, share = quiet.others_share(partial(
+                        measure, arch, b, n, width, device, paths, warmup, repeats, block))
                     if share is None or share < quiet.QUIET_SHARE:
                         break
-                rows.append({**add_flops(row, env), **env, "warmup": warmup,
-                             "repeats": repeats, "block": block, "others_cpu_share": share})
-                print(format_row(rows[-1]), file=sys.stderr, flush=True)
+                for row in measured:
+                    rows.append({**add_flops(row, env), **env, "warmup": warmup,
+                                 "repeats": repeats, "block": block,
+                                 "others_cpu_share": share})
+                    print(format_row(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
-HEADER = (f"{'arch':<9} {'b':>4} {'N':>3} {'width':>6} {'packed ms':>10} {'seq ms':>9} "
+HEADER = (f"{'arch':<10} {'b':>4} {'N':>3} {'width':>6} {'path':<8} {'packed ms':>10} "
+          f"{'seq ms':>9} "
           f"{'packed img/s':>12} {'seq img/s':>10} {'ratio':>6} {'TFLOP/s':>8} {'peak':>6}")
 
 
 def format_row(r: dict) -> str:
     fraction = r["packed_peak_fraction"]
-    return (f"{r['arch']:<9} {r['b']:>4} {r['N']:>3} {r['width']:>6.3g} "
+    return (f"{r['arch']:<10} {r['b']:>4} {r['N']:>3} {r['width']:>6.3g} {r['path']:<8} "
             f"{1e3 * r['packed_s_per_step']:>10.1f} {1e3 * r['sequential_s_per_step']:>9.1f} "
             f"{r['packed_images_per_s']:>12,.0f} {r['sequential_images_per_s']:>10,.0f} "
             f"{r['packed_over_sequential']:>6.2f} {r['packed_tflops']:>8.3f} "
@@ -201,11 +219,20 @@ def format_table(rows: list[dict]) -> str:
              f"{env['threads']} threads, torch {env['torch']}; ratio = sequential time / "
              "packed time (> 1: packing is faster); TFLOP/s and peak of the packed step",
              HEADER, *map(format_row, rows)]
-    slower = [f"{r['arch']} b={r['b']} N={r['N']} width={r['width']:g} "
+    slower = [f"{r['arch']} b={r['b']} N={r['N']} width={r['width']:g} {r['path']} "
               f"({r['packed_over_sequential']:.2f})" for r in rows
               if r["N"] > 1 and r["packed_over_sequential"] < 1]
     lines.append("packing slower than sequential at: " + ("; ".join(slower) or "none"))
+    if env["device"] == "cuda":
+        lines += map(target_line, [r for r in rows if r["target"]])
     return "\n".join(lines)
+
+
+def target_line(r: dict) -> str:
+    ratio = r["packed_over_sequential"]
+    verdict = "met" if ratio >= r["target"] else "NOT met"
+    return (f"target {r['arch']} b={r['b']} N={r['N']} width={r['width']:g} {r['path']}: "
+            f"{ratio:.2f}x one eager single run's images/s (target {r['target']:g}x: {verdict})")
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -234,6 +261,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--packs", type=int, nargs="+", default=None, help="pack sizes N")
     parser.add_argument("--cases", type=parse_case, nargs="+", default=list(CASES),
                         metavar="ARCH:B", help="default: resnet9:16 resnet9:128 resnet56:128")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=None,
+                        help="step paths of the packed runs (default: all on a GPU; eager "
+                             "and eager_cl on CPU, where CUDA graphs do not exist)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest kernels (as train's flag)")
     parser.add_argument("--threads", type=int, default=None,
@@ -250,10 +280,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cuda = device.type == "cuda"
     widths = args.widths or [1.0 if cuda and not args.quick else 0.125]
     packs = args.packs or ([1, 5] if args.quick else [1, 5, 25])
+    paths = args.paths or (PATHS if cuda else PATHS[:2])
+    if not cuda and any(p.startswith("graph") for p in paths):
+        parser.error(f"paths {', '.join(paths)} are not allowed on {device}: graph paths "
+                     "need a CUDA device")
     warmup, repeats, block = (1, 3, 1) if args.quick else (5, 5, 10) if cuda else (2, 5, 1)
+    if cuda:  # a graph path warms up, then captures and checks its capture, before timing
+        warmup = max(warmup, WARMUP_STEPS + 2)
     print(describe_device(device), file=sys.stderr)
-    rows = run_benchmark(device, widths, packs, args.cases, warmup, args.repeats or repeats,
-                         block, args.wait_quiet)
+    rows = run_benchmark(device, widths, packs, args.cases, paths, warmup,
+                         args.repeats or repeats, block, args.wait_quiet)
     print(format_table(rows))
     write_csv(rows, args.out)
     print(f"wrote {args.out}", file=sys.stderr)

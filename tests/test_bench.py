@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_training  # noqa: E402
+import equivalence  # noqa: E402
 import quiet  # noqa: E402
 
 
@@ -60,10 +61,14 @@ def test_csv_feeds_the_cost_model(tmp_path, capsys):
     rows = bench_training.main(["--device", "cpu", "--widths", "0.03125", "--packs", "1", "2",
                                 "--cases", "resnet9:4", "resnet9:8", "--repeats", "1",
                                 "--out", str(out)])
-    assert [(r["b"], r["N"]) for r in rows] == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    # One row per case, N and path; on CPU the paths are eager and eager_cl.
+    assert [(r["b"], r["N"], r["path"]) for r in rows] == [
+        (b, n, path) for b in (4, 8) for n in (1, 2) for path in ("eager", "eager_cl")]
     with open(out, newline="") as fh:
         written = list(csv.DictReader(fh))
-    assert len(written) == 4
+    assert len(written) == 8
+    # a path's rows share the eager sequential time they were timed beside
+    assert written[0]["sequential_s_per_step"] == written[1]["sequential_s_per_step"]
     for key in ("device_name", "precision", "torch", "numpy", "python", "threads",
                 "train_gflop_per_image", "packed_tflops"):
         assert written[0][key] != "", key
@@ -72,6 +77,21 @@ def test_csv_feeds_the_cost_model(tmp_path, capsys):
     measured = cost.Throughput.from_csv(out)
     assert measured.device == written[0]["device_name"]
     assert measured.step_seconds("resnet9", 8, 2, 0.03125) > 0
+
+
+def test_graph_paths_need_a_gpu(capsys):
+    with pytest.raises(SystemExit):
+        bench_training.main(["--device", "cpu", "--paths", "eager", "graph"])
+    assert "paths eager, graph are not allowed on cpu" in capsys.readouterr().err
+
+
+def test_target_lines_say_met_or_not():
+    row = {"arch": "resnet9", "b": 16, "N": 25, "width": 1.0, "path": "graph_cl",
+           "packed_over_sequential": 9.5, "target": 8.0}
+    assert bench_training.target_line(row).endswith("9.50x one eager single run's "
+                                                    "images/s (target 8x: met)")
+    assert bench_training.target_line({**row, "packed_over_sequential": 2.0}).endswith(
+        "(target 8x: NOT met)")
 
 
 def test_bad_case_is_named(capsys):
@@ -95,3 +115,25 @@ def test_share_unknown_without_proc_stat(monkeypatch):
     monkeypatch.setattr(quiet, "machine_cpu_s", lambda: None)
     assert quiet.others_share(lambda: 7) == (7, None)
     quiet.wait_until_quiet(poll_s=0.0)  # unknown share: returns at once
+
+
+def test_equivalence_script_runs_and_judges(capsys):
+    """On CPU: packed and channels_last against runs alone, in float64 and float32."""
+    assert equivalence.main(["--quick", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "equivalence: ok" in out
+    assert out.count("alone") == 4  # packed and packed_cl, two dtypes
+
+
+def test_equivalence_failures_name_the_way():
+    def row(dtype, way, against, largest):
+        return {"dtype": dtype, "way": way, "against": against, "weights_rel": largest,
+                "losses_rel": 0.0, "acc_abs": 0.0}
+
+    rows = [row("float64", "packed", "alone", 1e-12), row("float32", "packed", "alone", 0.1),
+            row("float64", "packed_cl", "alone", 1e-6),
+            row("float32", "packed_graph", "packed", 1e-9),
+            row("float32", "packed_graph_cl", "packed_cl", 0.0)]
+    assert equivalence.failures(rows) == [
+        "packed_cl vs alone (float64): above 1e-08 in float64",
+        "packed_graph vs packed (float32): a CUDA graph must reproduce its eager pack bitwise"]
