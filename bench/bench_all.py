@@ -38,7 +38,7 @@ def training(args: argparse.Namespace) -> dict:
                                 "--device", args.device,
                                 "--out", str(args.out_dir / "training.csv")])
     ratios = [r["packed_over_sequential"] for r in rows if r["N"] > 1]
-    slower = [f"{r['arch']} b={r['b']} N={r['N']} w={r['width']:g}" for r in rows
+    slower = [f"{r['arch']} b={r['b']} N={r['N']} w={r['width']:g} {r['path']}" for r in rows
               if r["N"] > 1 and r["packed_over_sequential"] < 1]
     return {"stage": f"training ({rows[0]['device']}, {len(rows)} rows)",
             "seconds": time.perf_counter() - start,
