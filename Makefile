@@ -36,5 +36,6 @@ lint: venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/snakefmt --check Snakefile workflow
 
-clean:
-	rm -rf results/* .snakemake
+clean:  # everything the pipeline wrote, but not the tracked results/README.md
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf .snakemake logs
