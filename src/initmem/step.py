@@ -9,8 +9,9 @@ computes; the executor checks that when it captures (see `_capture_verified`) an
 back to eager steps, with a warning, if it does not hold.
 
 The capture follows torch.cuda.graphs' whole-network recipe:
-- the first WARMUP_STEPS full batches run eagerly on a side stream (cuDNN and cuBLAS set up
-  their workspaces there, outside capture). They are real updates: nothing is rolled back;
+- the first WARMUP_STEPS full batches run eagerly on a side stream, the one the capture
+  then records on (cuDNN and cuBLAS set up their handles and workspaces there, outside
+  capture). They are real updates: nothing is rolled back;
 - gradients are created inside the graph (set to None before capture), so replays write
   them to the graph's own memory;
 - the rate is a 0-d device tensor filled before each step, and the optimizer's counter
@@ -78,6 +79,7 @@ class StepExecutor:
         self.cuda_graph = cuda_graph  # asked for (needs the model on a CUDA device)
         self.warmup_left = WARMUP_STEPS
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.stream: torch.cuda.Stream | None = None  # of the warm-up and the capture
         self.outputs: tuple[Tensor, Tensor] | None = None  # the graph's loss and hits
         self.verify_diff: float | None = None  # replay vs eager after the capture's update
         self.dropped: str | None = None  # why the graph was given up, if it was
@@ -112,18 +114,20 @@ class StepExecutor:
         return train_step(self.model, self.optimizer, x, y, self.lr, self.l2)
 
     def _warmup(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        if self.stream is None:
+            self.stream = torch.cuda.Stream()
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
             out = self._eager(x, y)
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream().wait_stream(self.stream)
         return out
 
     def _capture(self) -> None:
-        """Record one update on the input buffers (recording runs no kernel)."""
+        """Record one update on the input buffers (recording runs no kernel), on the
+        warm-up's stream, where cuBLAS and cuDNN already hold their handles."""
         self.model.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, stream=self.stream):
             self.outputs = self._eager(self.x, self.y)
 
     def _replay(self) -> None:
