@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from initmem import data
+from initmem import cli, data
 from initmem.records import read_records
 from initmem.spec import Pack, Recipe, Run
-from initmem.train import Clocks, RunState, train_pack
+from initmem.train import Clocks, PackTrainer, RunState, train_pack
 
 # Packed vs single is compared in float64: grouped and ungrouped convolutions sum in
 # different orders, and in float32 that 1e-7 noise is amplified by the chaotic early
@@ -147,6 +147,46 @@ def test_cli_trains_a_pack_spec(tmp_path):
         _, summary = read_records(out / Run(recipe, *point).run_dir)
         assert summary["status"].iloc[0] == "completed"
         assert summary["determinism"].iloc[0].endswith("; eager step, channels_last")
+
+
+def oom_when_packed(monkeypatch, largest_that_fits: int) -> list[int]:
+    """PackTrainer.run raising CUDA's out-of-memory error above a pack size."""
+    real_run, sizes = PackTrainer.run, []
+
+    def run(self):
+        sizes.append(len(self.pack.runs))
+        if len(self.pack.runs) > largest_that_fits:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        return real_run(self)
+
+    monkeypatch.setattr(PackTrainer, "run", run)
+    return sizes
+
+
+def test_a_pack_out_of_gpu_memory_trains_in_halves(tmp_path, monkeypatch, caplog):
+    recipe = tiny_recipe(epochs=1)
+    points = [(1.0, 0), (2.0, 1), (0.5, 2)]
+    spec, out = tmp_path / "pack.yaml", tmp_path / "out"
+    pack_of(recipe, points).dump(spec)
+    sizes = oom_when_packed(monkeypatch, largest_that_fits=1)
+    argv = ["train", str(spec), str(out), "--device", "cpu", "--no-progress", "--packed-on-cpu"]
+    assert cli.main(argv) == 0
+    assert sizes == [3, 2, 1, 1, 1]  # 3 -> 2 + 1; 2 -> 1 + 1
+    assert "pack of 3 runs ran out of GPU memory: training its 3 unfinished runs as " \
+           "sub-packs of 2 and 1" in caplog.text
+    for point in points:
+        assert read_records(out / Run(recipe, *point).run_dir)[1]["status"].iloc[0] == "completed"
+    assert not list((out / ".checkpoints").iterdir())  # every part's checkpoint removed
+
+
+def test_a_single_run_out_of_gpu_memory_is_named(tmp_path, monkeypatch, capsys):
+    recipe = tiny_recipe(epochs=1)
+    spec = tmp_path / "pack.yaml"
+    pack_of(recipe, [(1.0, 0)]).dump(spec)
+    oom_when_packed(monkeypatch, largest_that_fits=0)
+    assert cli.main(["train", str(spec), str(tmp_path / "out"), "--device", "cpu",
+                     "--no-progress"]) == 2
+    assert "b=32) does not fit in the memory of cpu" in capsys.readouterr().err
 
 
 def test_cli_rejects_a_bad_spec_with_a_clear_message(tmp_path):

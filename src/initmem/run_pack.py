@@ -3,6 +3,7 @@
 It resumes from the pack's checkpoint when one exists. On SIGTERM or SIGUSR1 (what SLURM
 sends at preemption and, with --signal, before the time limit) it finishes the update in
 flight, writes a checkpoint and exits with PREEMPTED_EXIT so the job can be requeued.
+A pack that runs out of GPU memory trains as two halves, recursively (halves_after_oom).
 """
 
 from __future__ import annotations
@@ -110,6 +111,35 @@ def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
             "channels_last": channels_last == "on" or (channels_last == "auto" and nhwc_auto)}
 
 
+def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
+               device: torch.device, root: Path, speed: dict[str, bool],
+               stop: dict) -> list[dict]:
+    """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
+    trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
+                          checkpoint_every_s=args.checkpoint_every,
+                          progress=not args.no_progress, **speed)
+    trainer.stop_requested = stop["requested"]
+    stop["trainer"] = trainer
+    return trainer.run().summaries
+
+
+def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pack]:
+    """A pack that ran out of GPU memory trains as two sub-packs of its unfinished runs
+    (memory use is set by the first updates, so nothing has usually been trained yet; a
+    checkpoint of the whole pack cannot be resumed by its halves)."""
+    runs = [r for r in part.runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+    r = part.recipe
+    if len(runs) <= 1:
+        raise InputError(f"one run of {r.recipe_id} (arch={r.arch}, width={r.width:g}, "
+                         f"b={r.b}) does not fit in the memory of {device}; b and width are "
+                         "the experiment's, so it needs a device with more memory")
+    half = (len(runs) + 1) // 2
+    log.warning("pack of %d runs ran out of GPU memory: training its %d unfinished runs as "
+                "sub-packs of %d and %d (a smaller execution.pack_size avoids the failed "
+                "attempt)", len(part.runs), len(runs), half, len(runs) - half)
+    return [Pack(r, tuple(runs[:half])), Pack(r, tuple(runs[half:]))]
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     pack = Pack.load(args.spec)
@@ -140,21 +170,22 @@ def run(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, request_stop)
-    summaries = []
-    for part in parts:  # finished parts keep their final checkpoint until the pack is done
-        trainer = PackTrainer(part, splits, args.out_dir, device,
-                              checkpoint_dir=root / part.key,
-                              checkpoint_every_s=args.checkpoint_every,
-                              progress=not args.no_progress, **speed)
-        trainer.stop_requested = stop["requested"]
-        stop["trainer"] = trainer
+    summaries, queue, trained = [], list(parts), []
+    while queue:  # finished parts keep their final checkpoint until the pack is done
+        part = queue.pop(0)
+        trained.append(part)
         try:
-            summaries += trainer.run().summaries
+            summaries += train_part(part, splits, args, device, root, speed, stop)
         except Preempted as err:
             log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
             return PREEMPTED_EXIT
+        except torch.cuda.OutOfMemoryError:
+            queue[:0] = halves_after_oom(part, args.out_dir, device)
+        stop["trainer"] = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # a failed part's memory, before the next part
     if not args.keep_checkpoint:
-        for part in parts:
+        for part in trained:
             checkpoint.remove(root / part.key)
     for s in summaries:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
