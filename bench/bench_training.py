@@ -183,19 +183,35 @@ def run_benchmark(device: torch.device, widths: Sequence[float], packs: Sequence
     for width in widths:
         for arch, b in cases:
             for n in packs:
-                for _ in range(3 if wait_quiet else 1):
-                    if wait_quiet:
-                        quiet.wait_until_quiet()
-                    measured, share = quiet.others_share(partial(
-                        measure, arch, b, n, width, device, paths, warmup, repeats, block))
-                    if share is None or share < quiet.QUIET_SHARE:
-                        break
+                try:
+                    measured, share = measure_quietly(
+                        partial(measure, arch, b, n, width, device, paths, warmup, repeats,
+                                block), wait_quiet)
+                except torch.cuda.OutOfMemoryError:  # all paths at once did not fit: go on
+                    print(f"{arch} b={b} N={n} width={width:g}: out of device memory with "
+                          f"paths {', '.join(paths)} side by side; skipped",
+                          file=sys.stderr, flush=True)
+                    torch.cuda.empty_cache()
+                    continue
                 for row in measured:
                     rows.append({**add_flops(row, env), **env, "warmup": warmup,
                                  "repeats": repeats, "block": block,
                                  "others_cpu_share": share})
                     print(format_row(rows[-1]), file=sys.stderr, flush=True)
     return rows
+
+
+def measure_quietly(measure_rows: Callable[[], list[dict]],
+                    wait_quiet: bool) -> tuple[list[dict], float | None]:
+    """Rows and the CPU share others used; with wait_quiet, after waiting for a quiet
+    machine, and again (up to 3 tries) while others used more than quiet.QUIET_SHARE."""
+    for _ in range(3 if wait_quiet else 1):
+        if wait_quiet:
+            quiet.wait_until_quiet()
+        rows, share = quiet.others_share(measure_rows)
+        if share is None or share < quiet.QUIET_SHARE:
+            break
+    return rows, share
 
 
 HEADER = (f"{'arch':<10} {'b':>4} {'N':>3} {'width':>6} {'path':<8} {'packed ms':>10} "
@@ -290,6 +306,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(describe_device(device), file=sys.stderr)
     rows = run_benchmark(device, widths, packs, args.cases, paths, warmup,
                          args.repeats or repeats, block, args.wait_quiet)
+    if not rows:
+        sys.exit("nothing was measured: every case ran out of device memory")
     print(format_table(rows))
     write_csv(rows, args.out)
     print(f"wrote {args.out}", file=sys.stderr)

@@ -79,6 +79,23 @@ def test_csv_feeds_the_cost_model(tmp_path, capsys):
     assert measured.step_seconds("resnet9", 8, 2, 0.03125) > 0
 
 
+def test_a_case_out_of_device_memory_is_skipped_and_said(tmp_path, monkeypatch, capsys):
+    real = bench_training.measure
+
+    def measure(arch, b, n, *args):
+        if n > 1:
+            raise bench_training.torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(arch, b, n, *args)
+
+    monkeypatch.setattr(bench_training, "measure", measure)
+    monkeypatch.setattr(bench_training.torch.cuda, "empty_cache", lambda: None)
+    rows = bench_training.main(["--device", "cpu", "--widths", "0.03125", "--packs", "1", "2",
+                                "--cases", "resnet9:4", "--paths", "eager", "--repeats", "1",
+                                "--out", str(tmp_path / "t.csv")])
+    assert [r["N"] for r in rows] == [1]
+    assert "resnet9 b=4 N=2 width=0.03125: out of device memory" in capsys.readouterr().err
+
+
 def test_graph_paths_need_a_gpu(capsys):
     with pytest.raises(SystemExit):
         bench_training.main(["--device", "cpu", "--paths", "eager", "graph"])
