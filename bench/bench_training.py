@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import platform
 import statistics
 import sys
@@ -53,7 +54,7 @@ CASES = (("resnet9", 16), ("resnet9", 128), ("resnet56", 128))
 PATHS = ("eager", "eager_cl", "graph", "graph_cl")
 # Issue 6's targets on a GPU: packed images/s over one eager single run's, by batch size.
 TARGETS = {16: 8.0, 128: 3.0}
-POOL = 4096  # random images the minibatches are drawn from
+POOL = 4096  # random images the minibatches are drawn from (full batches only)
 
 # Dense peak TFLOP/s (float32, TF32 tensor cores without sparsity) from NVIDIA's datasheets,
 # which quote TF32 with 2:4 sparsity: halved here. The first key (lower case) contained in
@@ -87,11 +88,16 @@ def make_runner(recipe: Recipe, n: int, device: torch.device, images: torch.Tens
     optimizer = build_optimizer(recipe, model)
     executor = StepExecutor(model, optimizer, 0.0, recipe.b,
                             cuda_graph=path.startswith("graph"))
-    gens = [data.run_generators(i, device)["augment"] for i in range(n)]
+    gens = [data.run_generators(i, device) for i in range(n)]
+    # As the trainer: each run's order and augmentation drawn for a whole "epoch" of the
+    # pool, then sliced per step
+    order = data.epoch_permutations(len(images), [g["order"] for g in gens])
+    augmentations = data.epoch_augmentations(len(images), [g["augment"] for g in gens])
+    batches = itertools.cycle(list(data.minibatches(order, recipe.b, augmentations))[:-1])
 
     def step() -> None:
-        idx = torch.randint(0, len(images), (n, recipe.b), device=device)
-        x = data.augment_packed(data.as_float(images[idx]), gens)
+        idx, draws = next(batches)
+        x = data.augment(data.as_float(images[idx]), draws)
         executor(x, labels[idx], 1e-3)
 
     return step

@@ -18,8 +18,8 @@ from initmem.data import (
     DataError,
     as_float,
     augment,
-    augment_packed,
     crop_flip,
+    epoch_augmentations,
     epoch_permutations,
     load_splits,
     minibatches,
@@ -243,31 +243,34 @@ def test_crop_flip_matches_torch_reflect_pad():
 
 
 def test_augment_draws_a_flip_and_crop_per_image():
-    x = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
-    out = augment(x, torch.Generator().manual_seed(1))
+    x = torch.randint(0, 256, (1, 64, 3, 32, 32), dtype=torch.uint8)
+    draws = epoch_augmentations(64, [torch.Generator().manual_seed(1)])
+    out = augment(x, draws)
     assert out.dtype == torch.uint8 and out.shape == x.shape
     found = set()
-    for i in range(len(x)):
+    for i in range(x.shape[1]):
         matches = [(dy, dx, f) for dy in range(9) for dx in range(9) for f in (False, True)
-                   if torch.equal(crop_flip(x[i:i + 1], torch.tensor([[dy, dx]]),
-                                            torch.tensor([f]))[0], out[i])]
-        assert len(matches) == 1
+                   if torch.equal(crop_flip(x[0, i:i + 1], torch.tensor([[dy, dx]]),
+                                            torch.tensor([f]))[0], out[0, i])]
+        assert matches == [(*draws[0, i, 1:].tolist(), bool(draws[0, i, 0]))]
         found.add(matches[0])
     assert len(found) > 32 and {f for _, _, f in found} == {False, True}
-    assert torch.equal(out, augment(x, torch.Generator().manual_seed(1)))
 
 
-def test_augment_packed_equals_augment_per_run():
-    x = torch.rand(3, 16, 3, 32, 32)
-    seeds = [5, 6, 7]
-    packed = augment_packed(x, [torch.Generator().manual_seed(s) for s in seeds])
-    for i, s in enumerate(seeds):
-        assert torch.equal(packed[i], augment(x[i], torch.Generator().manual_seed(s)))
-    other = augment_packed(x, [torch.Generator().manual_seed(s) for s in (5, 99, 7)])
-    assert torch.equal(other[0], packed[0]) and torch.equal(other[2], packed[2])
-    assert not torch.equal(other[1], packed[1])
-    with pytest.raises(ValueError, match="2 generators for 3 runs"):
-        augment_packed(x, [torch.Generator(), torch.Generator()])
+def test_epoch_augmentations_per_run_whatever_the_pack():
+    draws = epoch_augmentations(40, [torch.Generator().manual_seed(s) for s in (5, 6, 7)])
+    assert draws.shape == (3, 40, 3) and draws.dtype == torch.int64
+    assert set(draws[..., 0].unique().tolist()) == {0, 1}
+    assert draws[..., 1:].min() >= 0 and draws[..., 1:].max() <= 8
+    for i, s in enumerate((5, 6, 7)):  # a run's draws are those it makes alone
+        alone = epoch_augmentations(40, [torch.Generator().manual_seed(s)])
+        assert torch.equal(draws[i], alone[0])
+    other = epoch_augmentations(40, [torch.Generator().manual_seed(s) for s in (5, 99, 7)])
+    assert torch.equal(other[0], draws[0]) and not torch.equal(other[1], draws[1])
+    x = torch.rand(3, 40, 3, 32, 32)
+    out = augment(x, draws)
+    for i in range(3):
+        assert torch.equal(out[i], augment(x[i:i + 1], draws[i:i + 1])[0])
 
 
 def test_epoch_permutations_per_run_and_reshuffled():
@@ -283,10 +286,13 @@ def test_epoch_permutations_per_run_and_reshuffled():
 
 def test_minibatches_keep_the_last_partial_batch():
     order = torch.arange(20).reshape(2, 10)
-    batches = list(minibatches(order, 4))
+    augmentations = torch.arange(60).reshape(2, 10, 3)
+    batches = list(minibatches(order, 4, augmentations))
     assert len(batches) == math.ceil(10 / 4) == 3
-    assert [b.shape for b in batches] == [(2, 4), (2, 4), (2, 2)]
-    assert torch.equal(torch.cat(batches, dim=1), order)
+    assert [idx.shape for idx, _ in batches] == [(2, 4), (2, 4), (2, 2)]
+    assert torch.equal(torch.cat([idx for idx, _ in batches], dim=1), order)
+    assert torch.equal(torch.cat([draws for _, draws in batches], dim=1), augmentations)
+    assert all(draws is None for _, draws in minibatches(order, 4))
 
 
 def test_run_generators_are_independent_and_deterministic():

@@ -97,6 +97,17 @@ def test_a_checkpoint_of_another_pack_is_refused(splits, tmp_path):
         PackTrainer(other, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
 
 
+def test_a_checkpoint_from_before_epoch_augmentation_is_refused(splits, tmp_path):
+    """Until 2026-11 augmentation was drawn per step: its generator states cannot resume."""
+    trainer = PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c",
+                          progress=False)
+    state = trainer._checkpoint_state()
+    del state["augmentations"]
+    checkpoint.save(tmp_path / "c", state)
+    with pytest.raises(checkpoint.CheckpointError, match="older initmem"):
+        PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
+
+
 def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
     """The train command, in the reference's contiguous layout (its CPU default for
     ResNet-9 is channels_last: the same values up to summation order, not bitwise)."""

@@ -268,24 +268,25 @@ def _reflect(i: Tensor, n: int) -> Tensor:
     return torch.where(i > n - 1, 2 * (n - 1) - i, i)
 
 
-def augment(x: Tensor, generator: torch.Generator) -> Tensor:
-    """Random flip, 4-pixel reflect pad and random crop of each image of one run's batch
-    (B, C, H, W), drawn from that run's generator (on x's device)."""
-    return augment_packed(x[None], [generator])[0]
-
-
-def augment_packed(x: Tensor, generators: Sequence[torch.Generator]) -> Tensor:
-    """`augment` for a pack: x (N, B, C, H, W), run i drawing from generators[i] only, so
-    a run's augmentation is the same alone or in any pack. Per run: B flips, then B
-    (row, col) offsets."""
-    n, b = x.shape[:2]
-    if len(generators) != n:
-        raise ValueError(f"augment_packed got {len(generators)} generators for {n} runs")
-    flips, offsets = [], []
+def epoch_augmentations(n_images: int, generators: Sequence[torch.Generator]) -> Tensor:
+    """One epoch's augmentation draws per run, (N, n_images, 3) int64: for every slot of
+    the epoch's order a flip (0/1) and a (row, col) crop offset in [0, 2 PAD]. Row i comes
+    from generators[i] alone (n flips, then n offset pairs), so a run's augmentation is
+    the same alone or in any pack. Drawn once per epoch, as the order is: per step that
+    would be 2N small kernel launches outside the step's CUDA graph."""
+    draws = []
     for gen in generators:
-        flips.append(torch.randint(0, 2, (b,), generator=gen, device=x.device).bool())
-        offsets.append(torch.randint(0, 2 * PAD + 1, (b, 2), generator=gen, device=x.device))
-    out = crop_flip(x.flatten(0, 1), torch.cat(offsets), torch.cat(flips))
+        flips = torch.randint(0, 2, (n_images, 1), generator=gen, device=gen.device)
+        offsets = torch.randint(0, 2 * PAD + 1, (n_images, 2), generator=gen, device=gen.device)
+        draws.append(torch.cat([flips, offsets], dim=1))
+    return torch.stack(draws)
+
+
+def augment(x: Tensor, draws: Tensor) -> Tensor:
+    """Random flip, 4-pixel reflect pad and random crop of a pack's batch x (N, B, C, H, W)
+    by its slice (N, B, 3) of the epoch's augmentation draws."""
+    draws = draws.flatten(0, 1)
+    out = crop_flip(x.flatten(0, 1), draws[:, 1:], draws[:, 0].bool())
     return out.reshape(x.shape)
 
 
@@ -298,11 +299,14 @@ def epoch_permutations(n_train: int, generators: Sequence[torch.Generator]) -> T
                         for g in generators])
 
 
-def minibatches(order: Tensor, b: int) -> Iterator[Tensor]:
-    """Consecutive slices of b columns of the (N, n) order; the last partial batch is kept,
-    so an epoch has ceil(n / b) steps as in Keras."""
-    for start in range(0, order.shape[-1], b):
-        yield order[..., start:start + b]
+def minibatches(order: Tensor, b: int,
+                augmentations: Tensor | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
+    """Consecutive slices of b slots of the epoch's (N, n) order and of its (N, n, 3)
+    augmentation draws (None without augmentation); the last partial batch is kept, so
+    an epoch has ceil(n / b) steps as in Keras."""
+    for start in range(0, order.shape[1], b):
+        yield (order[:, start:start + b],
+               None if augmentations is None else augmentations[:, start:start + b])
 
 
 def run_generators(seed: int, device: str | torch.device = "cpu") -> dict[str, torch.Generator]:

@@ -134,6 +134,7 @@ class PackTrainer:
         self.states = [RunState(r, recipe.patience) for r in runs]
         self.clocks, self.k, self.epoch, self.step = Clocks(), 0, 1, 0
         self.order: Tensor | None = None  # this epoch's example order, (N, n_train)
+        self.augmentations: Tensor | None = None  # its flips and crops, (N, n_train, 3)
         self.loss_sum = torch.zeros(len(runs), device=device)
         self.correct = torch.zeros(len(runs), device=device)
         self.elapsed_s = 0.0
@@ -151,11 +152,14 @@ class PackTrainer:
         while self.epoch <= recipe.epochs and any(s.active for s in self.states):
             epoch_start = time.monotonic()
             if self.order is None:
-                self.order = data.epoch_permutations(recipe.n_train, self.order_gens)
-            for idx in data.minibatches(self.order[:, self.step * recipe.b:], recipe.b):
+                self._draw_epoch()
+            first = self.step * recipe.b
+            augmentations = (None if self.augmentations is None
+                             else self.augmentations[:, first:])
+            for idx, draws in data.minibatches(self.order[:, first:], recipe.b, augmentations):
                 x = data.as_float(self.splits.train_x[idx])
-                if recipe.augment:
-                    x = data.augment_packed(x, self.augment_gens)
+                if draws is not None:
+                    x = data.augment(x, draws)
                 lr = learning_rate(recipe, self.k)
                 loss, hits = self.train_step(x, self.splits.train_y[idx], lr)
                 self.loss_sum += loss * idx.shape[1]
@@ -182,6 +186,13 @@ class PackTrainer:
                 self._finish(state)
         return TrainedPack(self.summaries, self.model)
 
+    def _draw_epoch(self) -> None:
+        """The epoch's example order and, with augmentation, its flips and crops."""
+        recipe = self.pack.recipe
+        self.order = data.epoch_permutations(recipe.n_train, self.order_gens)
+        if recipe.augment:
+            self.augmentations = data.epoch_augmentations(recipe.n_train, self.augment_gens)
+
     def _end_epoch(self, started: float) -> list[list[float]]:
         recipe, splits = self.pack.recipe, self.splits
         val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2)
@@ -197,7 +208,7 @@ class PackTrainer:
                 if not state.active:
                     self.elapsed_s = time.monotonic() - started
                     self._finish(state)
-        self.epoch, self.step, self.order = self.epoch + 1, 0, None
+        self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
         self.loss_sum.zero_()
         self.correct.zero_()
         return rows
@@ -224,6 +235,7 @@ class PackTrainer:
             "augment_gens": [g.get_state() for g in self.augment_gens],
             "states": [vars(s) for s in self.states], "clocks": vars(self.clocks),
             "k": self.k, "epoch": self.epoch, "step": self.step, "order": self.order,
+            "augmentations": self.augmentations,
             "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
             "kernel_fro_norm_init": self.kernel_fro_norm_init,
         }
@@ -239,6 +251,10 @@ class PackTrainer:
         if saved["pack"] != self.pack.to_dict():
             raise checkpoint.CheckpointError(
                 f"{self.checkpoint_dir}: checkpoint of another pack; remove it to start over")
+        if "augmentations" not in saved:
+            raise checkpoint.CheckpointError(
+                f"{self.checkpoint_dir}: checkpoint of an older initmem (augmentation drawn "
+                "per step); remove it to start the pack over")
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         for gen, state in zip(self.order_gens + self.augment_gens,
@@ -248,8 +264,8 @@ class PackTrainer:
             vars(state).update({**fields, "run": state.run})
         self.clocks = Clocks(**saved["clocks"])
         self.k, self.epoch, self.step = saved["k"], saved["epoch"], saved["step"]
-        order = saved["order"]
-        self.order = None if order is None else order.to(self.device)
+        self.order = _on(saved["order"], self.device)
+        self.augmentations = _on(saved["augmentations"], self.device)
         self.loss_sum = saved["loss_sum"].to(self.device)
         self.correct = saved["correct"].to(self.device)
         self.elapsed_s = saved["elapsed_s"]
@@ -258,6 +274,10 @@ class PackTrainer:
             run_dir = self.out_dir / state.run.run_dir
             state.written = state.written and (run_dir / "summary.parquet").exists()
         log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
+
+
+def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:
+    return None if tensor is None else tensor.to(device)
 
 
 def determinism_settings(device: torch.device) -> str:
