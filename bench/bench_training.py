@@ -86,7 +86,11 @@ def make_runner(recipe: Recipe, n: int, device: torch.device, images: torch.Tens
     model.to(device).train()
     model.channels_last = path.endswith("_cl")
     optimizer = build_optimizer(recipe, model)
-    executor = StepExecutor(model, optimizer, 0.0, recipe.b,
+
+    def batch(idx: torch.Tensor, draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return data.augment(data.as_float(images[idx]), draws), labels[idx]
+
+    executor = StepExecutor(model, optimizer, 0.0, recipe.b, batch,
                             cuda_graph=path.startswith("graph"))
     gens = [data.run_generators(i, device) for i in range(n)]
     # As the trainer: each run's order and augmentation drawn for a whole "epoch" of the
@@ -96,9 +100,7 @@ def make_runner(recipe: Recipe, n: int, device: torch.device, images: torch.Tens
     batches = itertools.cycle(list(data.minibatches(order, recipe.b, augmentations))[:-1])
 
     def step() -> None:
-        idx, draws = next(batches)
-        x = data.augment(data.as_float(images[idx]), draws)
-        executor(x, labels[idx], 1e-3)
+        executor(1e-3, *next(batches))
 
     return step
 

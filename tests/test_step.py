@@ -20,10 +20,11 @@ from initmem.run_pack import speed_paths
 from initmem.spec import Pack, Recipe, Run
 from initmem.train import train_pack
 
-# 256 images at b = 48: five full batches and a partial one of 16 per epoch.
+# 256 images at b = 48: five full batches and a partial one of 16 per epoch; with
+# augmentation, so a step's inputs are its slots and their flips and crops.
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adamw", b=48, epochs=2,
                 lr0=0.01, width=0.125, dataset="synthetic", train_subset=256,
-                eval_subset=128, l2=1e-4, weight_decay=1e-4)
+                eval_subset=128, l2=1e-4, weight_decay=1e-4, augment=True)
 PACK = Pack(RECIPE, tuple(Run(RECIPE, s, seed) for s, seed in ((0.5, 0), (2.0, 1))))
 FULL_PER_EPOCH = 5
 
@@ -35,9 +36,9 @@ class FakeGraph(step.StepExecutor):
         super().__init__(*args, **{**kwargs, "cuda_graph": True})
         self.calls = {"warmup": 0, "capture": 0, "replay": 0}
 
-    def _warmup(self, x, y):
+    def _warmup(self, *inputs):
         self.calls["warmup"] += 1
-        return self._eager(x, y)
+        return self._eager(*inputs)
 
     def _capture(self):
         self.calls["capture"] += 1
@@ -48,7 +49,7 @@ class FakeGraph(step.StepExecutor):
 
     def _replay(self):
         self.calls["replay"] += 1
-        for out, new in zip(self.outputs, self._eager(self.x, self.y), strict=True):
+        for out, new in zip(self.outputs, self._eager(*self.inputs), strict=True):
             out.copy_(new)
 
 
@@ -150,29 +151,33 @@ def test_channels_last_changes_layout_not_values(splits, tmp_path):
 
 
 def executor_on(splits, n, kind=step.StepExecutor):
+    """An executor over the first b training images (unaugmented) for every run."""
     model = build_model(RECIPE, n)
     model.init_([1.0] * n, [torch.Generator().manual_seed(i) for i in range(n)])
-    executor = kind(model, build_optimizer(RECIPE, model), RECIPE.l2, RECIPE.b)
-    x = data.as_float(splits.train_x[:RECIPE.b]).expand(n, -1, -1, -1, -1)
-    return executor, x, splits.train_y[:RECIPE.b].expand(n, -1)
+
+    def batch(idx):
+        return data.as_float(splits.train_x[idx]), splits.train_y[idx]
+
+    executor = kind(model, build_optimizer(RECIPE, model), RECIPE.l2, RECIPE.b, batch)
+    return executor, torch.arange(RECIPE.b).expand(n, -1)
 
 
 def test_rate_is_read_from_the_device_tensor_at_every_step(splits):
     """The executor fills its rate tensor before each update, so a replay sees eta_k."""
-    executor, x, y = executor_on(splits, 1)
+    executor, idx = executor_on(splits, 1)
     for lr in (0.1, 0.05):
-        executor(x, y, lr)
+        executor(lr, idx)
         assert executor.lr.item() == pytest.approx(lr)
 
 
 def test_a_diverged_run_does_not_cost_the_pack_its_graph(splits):
     """NaN in one run's weights (it diverged mid-epoch and is still computed) is the same
     NaN on both sides of the capture check."""
-    executor, x, y = executor_on(splits, 2, FakeGraph)
+    executor, idx = executor_on(splits, 2, FakeGraph)
     with torch.no_grad():
         executor.model.dense.kernel[1].fill_(float("nan"))
     for _ in range(step.WARMUP_STEPS + 2):
-        loss, _ = executor(x, y, 0.01)
+        loss, _ = executor(0.01, idx)
     assert executor.calls["capture"] == 1 and executor.dropped is None
     assert loss[0].isfinite() and loss[1].isnan()
 

@@ -1,12 +1,16 @@
 """The training step, and the executor that runs it eagerly or as a CUDA graph.
 
 `train_step` is one update of every run of a pack. `StepExecutor` is how the training loop
-calls it. With `cuda_graph`, full batches are copied into fixed input buffers and the whole
-update (forward, backward, optimizer) replays as one CUDA graph: small ResNets at b = 16
-are bound by the launch of hundreds of small kernels, which a replay removes. A graph
-replays the kernels it recorded, on the same data, so it computes what the eager step
-computes; the executor checks that when it captures (see `_capture_verified`) and falls
-back to eager steps, with a warning, if it does not hold.
+calls it. With `cuda_graph`, full batches' inputs are copied into fixed buffers and the
+whole update (batch, forward, backward, optimizer) replays as one CUDA graph: small
+ResNets at b = 16 are bound by the launch of hundreds of small kernels, which a replay
+removes. A graph replays the kernels it recorded, on the same data, so it computes what
+the eager step computes; the executor checks that when it captures (`_capture_verified`)
+and falls back to eager steps, with a warning, if it does not hold.
+
+The step's inputs are the batch's slots of the epoch's order and its augmentation draws
+(both drawn per epoch, data.py); `batch` gathers the images, converts and augments them,
+all inside the graph, so a replayed update launches nothing but the input copies.
 
 The capture follows torch.cuda.graphs' whole-network recipe:
 - the first WARMUP_STEPS full batches run eagerly on a side stream, the one the capture
@@ -20,14 +24,15 @@ The capture follows torch.cuda.graphs' whole-network recipe:
   eagerly on the same parameters and optimizer state;
 - the returned loss and hit counts are the graph's output tensors, overwritten by the next
   replay: the caller consumes them at once (the training loop adds them to its sums).
-Augmentation draws from the runs' generators outside the graph, so the random streams are
-the eager path's.
+The runs' generators are drawn from at epoch start, outside the graph, so the random
+streams are the eager path's.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -66,37 +71,44 @@ def l2_penalty(model: PackedNet, l2: float) -> Tensor | float:
     return l2 * model.kernel_sq_norm() if l2 else 0.0
 
 
+Batch = Callable[..., tuple[Tensor, Tensor]]  # the step's inputs -> (x, y)
+
+
 class StepExecutor:
     """Calls train_step for the training loop: eagerly, or replayed as a CUDA graph for
-    batches of the full shape (n_runs, b). Either way the rate is a device tensor, so the
-    two paths do the same arithmetic."""
+    batches of the full shape (n_runs, b). A step's inputs are what `batch` turns into
+    (x, y): the slots of the epoch's order and their augmentation draws, so gathering,
+    conversion and augmentation are inside the graph too. Either way the rate is a device
+    tensor, so the two paths do the same arithmetic."""
 
     def __init__(self, model: PackedNet, optimizer: Optimizer, l2: float, b: int,
-                 cuda_graph: bool = False):
-        self.model, self.optimizer, self.l2 = model, optimizer, l2
+                 batch: Batch, cuda_graph: bool = False):
+        self.model, self.optimizer, self.l2, self.batch = model, optimizer, l2, batch
         self.lr = torch.zeros((), device=next(model.parameters()).device)
         self.full_shape = (model.n, b)
         self.cuda_graph = cuda_graph  # asked for (needs the model on a CUDA device)
         self.warmup_left = WARMUP_STEPS
         self.graph: torch.cuda.CUDAGraph | None = None
         self.stream: torch.cuda.Stream | None = None  # of the warm-up and the capture
+        self.inputs: list[Tensor] = []  # the graph's input buffers
         self.outputs: tuple[Tensor, Tensor] | None = None  # the graph's loss and hits
         self.verify_diff: float | None = None  # replay vs eager after the capture's update
         self.dropped: str | None = None  # why the graph was given up, if it was
 
-    def __call__(self, x: Tensor, y: Tensor, lr: float) -> tuple[Tensor, Tensor]:
+    def __call__(self, lr: float, *inputs: Tensor) -> tuple[Tensor, Tensor]:
+        """One update at rate lr on the batch of `inputs` (the first one (N, B, ...))."""
         self.lr.fill_(lr)
-        if not self.cuda_graph or self.dropped or tuple(y.shape) != self.full_shape:
-            return self._eager(x, y)
+        if (not self.cuda_graph or self.dropped
+                or tuple(inputs[0].shape[:2]) != self.full_shape):
+            return self._eager(*inputs)
         if self.graph is not None:
-            self.x.copy_(x)
-            self.y.copy_(y)
+            _copy(self.inputs, inputs)
             self._replay()
             return self.outputs
         if self.warmup_left:
             self.warmup_left -= 1
-            return self._warmup(x, y)
-        self.x, self.y = x.clone(), y.clone()  # the graph's input buffers from now on
+            return self._warmup(*inputs)
+        self.inputs = _clones(inputs)
         return self._capture_verified()
 
     def describe(self) -> str:
@@ -110,15 +122,16 @@ class StepExecutor:
                    else f", replay vs eager max |diff| {self.verify_diff:.3g}")
         return f"CUDA-graph step{checked}, {layout}"
 
-    def _eager(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    def _eager(self, *inputs: Tensor) -> tuple[Tensor, Tensor]:
+        x, y = self.batch(*inputs)
         return train_step(self.model, self.optimizer, x, y, self.lr, self.l2)
 
-    def _warmup(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    def _warmup(self, *inputs: Tensor) -> tuple[Tensor, Tensor]:
         if self.stream is None:
             self.stream = torch.cuda.Stream()
         self.stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.stream):
-            out = self._eager(x, y)
+            out = self._eager(*inputs)
         torch.cuda.current_stream().wait_stream(self.stream)
         return out
 
@@ -128,7 +141,7 @@ class StepExecutor:
         self.model.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, stream=self.stream):
-            self.outputs = self._eager(self.x, self.y)
+            self.outputs = self._eager(*self.inputs)
 
     def _replay(self) -> None:
         self.graph.replay()
@@ -137,7 +150,7 @@ class StepExecutor:
         """Capture, then check the capture's first update against an eager update of the
         same batch from the same state; keep the graph only if they agree."""
         before = _clones(self._state())
-        eager_out = _clones(self._eager(self.x, self.y))
+        eager_out = _clones(self._eager(*self.inputs))
         eager_state = _clones(self._state())
         _copy(self._state(), before)
         try:
@@ -167,12 +180,12 @@ class StepExecutor:
                 self.optimizer.iterations]
 
 
-def _clones(tensors: list[Tensor] | tuple[Tensor, ...]) -> list[Tensor]:
+def _clones(tensors: Sequence[Tensor]) -> list[Tensor]:
     return [t.detach().clone() for t in tensors]
 
 
 @torch.no_grad()
-def _copy(targets: list[Tensor], sources: list[Tensor]) -> None:
+def _copy(targets: Sequence[Tensor], sources: Sequence[Tensor]) -> None:
     for target, source in zip(targets, sources, strict=True):
         target.copy_(source)
 

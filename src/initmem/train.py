@@ -126,7 +126,7 @@ class PackTrainer:
         self.model.channels_last = channels_last
         self.optimizer = build_optimizer(recipe, self.model)
         self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
-                                       cuda_graph=cuda_graph)
+                                       self._batch, cuda_graph=cuda_graph)
         gens = [data.run_generators(r.seed, device) for r in runs]
         self.order_gens = [g["order"] for g in gens]
         self.augment_gens = [g["augment"] for g in gens]
@@ -157,11 +157,8 @@ class PackTrainer:
             augmentations = (None if self.augmentations is None
                              else self.augmentations[:, first:])
             for idx, draws in data.minibatches(self.order[:, first:], recipe.b, augmentations):
-                x = data.as_float(self.splits.train_x[idx])
-                if draws is not None:
-                    x = data.augment(x, draws)
                 lr = learning_rate(recipe, self.k)
-                loss, hits = self.train_step(x, self.splits.train_y[idx], lr)
+                loss, hits = self.train_step(lr, *([idx] if draws is None else [idx, draws]))
                 self.loss_sum += loss * idx.shape[1]
                 self.correct += hits
                 self.clocks.tick(lr, recipe.b, lam)
@@ -185,6 +182,11 @@ class PackTrainer:
             if not state.written:
                 self._finish(state)
         return TrainedPack(self.summaries, self.model)
+
+    def _batch(self, idx: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Images and labels of a batch's slots (N, B), augmented by their draws if any."""
+        x = data.as_float(self.splits.train_x[idx])
+        return (x if draws is None else data.augment(x, draws)), self.splits.train_y[idx]
 
     def _draw_epoch(self) -> None:
         """The epoch's example order and, with augmentation, its flips and crops."""
