@@ -23,8 +23,8 @@ from .train import PackTrainer, Preempted, determinism_settings
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
-# On CPU, NHWC steps of the BatchNorm ResNet-9s ran 1.05-1.25x faster (bench_training.py,
-# width 1/8, N = 1 and 5); ResNet-9-LN's ran at the same speed, ResNet-56's at 0.68x at N=1.
+# On CPU, NHWC steps of the BatchNorm ResNet-9s ran 1.07-1.27x faster (bench_training.py,
+# width 1/8, N = 1 and 5); ResNet-9-LN's at 0.97-1.02x, ResNet-56's at 0.64-0.87x at N=1.
 CPU_CHANNELS_LAST = ("resnet9", "r9_avgpool")
 
 
