@@ -97,7 +97,7 @@ def make_runner(recipe: Recipe, n: int, device: torch.device, images: torch.Tens
     # pool, then sliced per step
     order = data.epoch_permutations(len(images), [g["order"] for g in gens])
     augmentations = data.epoch_augmentations(len(images), [g["augment"] for g in gens])
-    batches = itertools.cycle(list(data.minibatches(order, recipe.b, augmentations))[:-1])
+    batches = itertools.cycle(list(data.minibatches(recipe.b, order, augmentations))[:-1])
 
     def step() -> None:
         executor(1e-3, *next(batches))

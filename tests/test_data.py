@@ -287,12 +287,12 @@ def test_epoch_permutations_per_run_and_reshuffled():
 def test_minibatches_keep_the_last_partial_batch():
     order = torch.arange(20).reshape(2, 10)
     augmentations = torch.arange(60).reshape(2, 10, 3)
-    batches = list(minibatches(order, 4, augmentations))
+    batches = list(minibatches(4, order, augmentations))
     assert len(batches) == math.ceil(10 / 4) == 3
     assert [idx.shape for idx, _ in batches] == [(2, 4), (2, 4), (2, 2)]
     assert torch.equal(torch.cat([idx for idx, _ in batches], dim=1), order)
     assert torch.equal(torch.cat([draws for _, draws in batches], dim=1), augmentations)
-    assert all(draws is None for _, draws in minibatches(order, 4))
+    assert [len(inputs) for inputs in minibatches(4, order)] == [1, 1, 1]
 
 
 def test_run_generators_are_independent_and_deterministic():

@@ -299,14 +299,12 @@ def epoch_permutations(n_train: int, generators: Sequence[torch.Generator]) -> T
                         for g in generators])
 
 
-def minibatches(order: Tensor, b: int,
-                augmentations: Tensor | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
-    """Consecutive slices of b slots of the epoch's (N, n) order and of its (N, n, 3)
-    augmentation draws (None without augmentation); the last partial batch is kept, so
-    an epoch has ceil(n / b) steps as in Keras."""
-    for start in range(0, order.shape[1], b):
-        yield (order[:, start:start + b],
-               None if augmentations is None else augmentations[:, start:start + b])
+def minibatches(b: int, *plans: Tensor) -> Iterator[tuple[Tensor, ...]]:
+    """Consecutive slices of b slots of each of the epoch's plans, all (N, n, ...): its
+    order and, with augmentation, its draws. The last partial batch is kept, so an epoch
+    has ceil(n / b) steps as in Keras."""
+    for start in range(0, plans[0].shape[1], b):
+        yield tuple(plan[:, start:start + b] for plan in plans)
 
 
 def run_generators(seed: int, device: str | torch.device = "cpu") -> dict[str, torch.Generator]:

@@ -154,12 +154,11 @@ class PackTrainer:
             if self.order is None:
                 self._draw_epoch()
             first = self.step * recipe.b
-            augmentations = (None if self.augmentations is None
-                             else self.augmentations[:, first:])
-            for idx, draws in data.minibatches(self.order[:, first:], recipe.b, augmentations):
+            plans = [p[:, first:] for p in (self.order, self.augmentations) if p is not None]
+            for inputs in data.minibatches(recipe.b, *plans):
                 lr = learning_rate(recipe, self.k)
-                loss, hits = self.train_step(lr, *([idx] if draws is None else [idx, draws]))
-                self.loss_sum += loss * idx.shape[1]
+                loss, hits = self.train_step(lr, *inputs)
+                self.loss_sum += loss * inputs[0].shape[1]
                 self.correct += hits
                 self.clocks.tick(lr, recipe.b, lam)
                 self.k, self.step = self.k + 1, self.step + 1
