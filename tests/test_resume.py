@@ -102,7 +102,7 @@ def test_a_checkpoint_from_before_epoch_augmentation_is_refused(splits, tmp_path
     trainer = PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c",
                           progress=False)
     state = trainer._checkpoint_state()
-    del state["augmentations"]
+    del state["augmentations"], state["format"]  # as a checkpoint of format 1 was
     checkpoint.save(tmp_path / "c", state)
     with pytest.raises(checkpoint.CheckpointError, match="older initmem"):
         PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")

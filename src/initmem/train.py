@@ -28,6 +28,8 @@ from .step import StepExecutor, cross_entropy, l2_penalty
 
 log = logging.getLogger("initmem.train")
 EVAL_BATCH = 1000
+# What a checkpoint holds; 2: the epoch's augmentation draws (before, drawn per step).
+CHECKPOINT_FORMAT = 2
 
 
 @torch.no_grad()
@@ -158,7 +160,7 @@ class PackTrainer:
             for inputs in data.minibatches(recipe.b, *plans):
                 lr = learning_rate(recipe, self.k)
                 loss, hits = self.train_step(lr, *inputs)
-                self.loss_sum += loss * inputs[0].shape[1]
+                self.loss_sum.add_(loss, alpha=inputs[0].shape[1])
                 self.correct += hits
                 self.clocks.tick(lr, recipe.b, lam)
                 self.k, self.step = self.k + 1, self.step + 1
@@ -230,7 +232,8 @@ class PackTrainer:
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
-            "pack": self.pack.to_dict(), "model": self.model.state_dict(),
+            "format": CHECKPOINT_FORMAT, "pack": self.pack.to_dict(),
+            "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "order_gens": [g.get_state() for g in self.order_gens],
             "augment_gens": [g.get_state() for g in self.augment_gens],
@@ -252,10 +255,11 @@ class PackTrainer:
         if saved["pack"] != self.pack.to_dict():
             raise checkpoint.CheckpointError(
                 f"{self.checkpoint_dir}: checkpoint of another pack; remove it to start over")
-        if "augmentations" not in saved:
+        if saved.get("format", 1) != CHECKPOINT_FORMAT:
             raise checkpoint.CheckpointError(
-                f"{self.checkpoint_dir}: checkpoint of an older initmem (augmentation drawn "
-                "per step); remove it to start the pack over")
+                f"{self.checkpoint_dir}: checkpoint of an older initmem (format "
+                f"{saved.get('format', 1)}, this one reads {CHECKPOINT_FORMAT}); remove it to "
+                "start the pack over")
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         for gen, state in zip(self.order_gens + self.augment_gens,
