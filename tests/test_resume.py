@@ -67,6 +67,13 @@ def test_checkpoint_round_trip_and_fallback(tmp_path):
     assert not list(tmp_path.glob(".ckpt.*"))  # no temporary files left behind
 
 
+def test_remove_clears_the_temporary_file_of_a_killed_save(tmp_path):
+    checkpoint.save(tmp_path / "c", {"k": 1})
+    (tmp_path / "c" / f"{checkpoint.TMP_PREFIX}killed.tmp").write_bytes(b"half a save")
+    checkpoint.remove(tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
 def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     trainer = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)

@@ -23,6 +23,7 @@ from .errors import InputError
 
 log = logging.getLogger("initmem.checkpoint")
 LATEST, PREVIOUS = "latest.pt", "previous.pt"
+TMP_PREFIX = ".ckpt."  # a save's file until it is complete
 
 
 class CheckpointError(InputError):
@@ -34,7 +35,7 @@ def save(folder: Path, payload: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     blob = buffer.getvalue()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ckpt.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
@@ -71,7 +72,8 @@ def load_latest(folder: Path) -> dict[str, Any] | None:
 
 
 def remove(folder: Path) -> None:
-    for name in (LATEST, PREVIOUS):
-        (folder / name).unlink(missing_ok=True)
+    """Delete the checkpoints, and the temporary file of a save that was killed midway."""
+    for path in [folder / LATEST, folder / PREVIOUS, *folder.glob(f"{TMP_PREFIX}*")]:
+        path.unlink(missing_ok=True)
     if folder.exists() and not any(folder.iterdir()):
         folder.rmdir()
