@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from . import checkpoint, data
 from .errors import InputError
-from .spec import Pack
+from .spec import Pack, Recipe, Run
 from .train import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
@@ -81,8 +82,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="replay each full-batch update as a CUDA graph, checked against "
                              "an eager update when captured (auto: on CUDA)")
     parser.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto",
-                        help="NHWC activations (auto: on CUDA, where cuDNN's tensor-core "
-                             "kernels want them, and on CPU for the archs it measured "
+                        help="NHWC activations (auto: on CUDA, as NVIDIA advises for cuDNN's "
+                             "tensor cores, and on CPU for the archs it measured "
                              "faster there: resnet9, r9_avgpool)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
@@ -93,8 +94,12 @@ def cpu_parts(pack: Pack) -> list[Pack]:
     """On CPU, packs of more than CPU_PACK_IMAGES images per step train slower than the
     same runs one after another (bench/bench_training.py, README "Performance": ResNet-9
     at b=128 and N=25 runs at 0.54-0.63x), so they train as consecutive sub-packs."""
-    size = max(1, CPU_PACK_IMAGES // pack.recipe.b)
-    return [Pack(pack.recipe, pack.runs[i:i + size]) for i in range(0, len(pack.runs), size)]
+    return sub_packs(pack.recipe, pack.runs, max(1, CPU_PACK_IMAGES // pack.recipe.b))
+
+
+def sub_packs(recipe: Recipe, runs: Sequence[Run], size: int) -> list[Pack]:
+    """Consecutive packs of at most `size` of the runs, in order."""
+    return [Pack(recipe, tuple(runs[i:i + size])) for i in range(0, len(runs), size)]
 
 
 def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
@@ -137,7 +142,7 @@ def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pa
     log.warning("pack of %d runs ran out of GPU memory: training its %d unfinished runs as "
                 "sub-packs of %d and %d (a smaller execution.pack_size avoids the failed "
                 "attempt)", len(part.runs), len(runs), half, len(runs) - half)
-    return [Pack(r, tuple(runs[:half])), Pack(r, tuple(runs[half:]))]
+    return sub_packs(r, runs, half)
 
 
 def run(args: argparse.Namespace) -> int:
