@@ -320,18 +320,16 @@ def _hours(h: float) -> str:
 def _cli_throughput(args: argparse.Namespace,
                     execution: Mapping[str, Any]) -> tuple[Throughput, str]:
     """The model `cost` uses and where it came from: --bench, else the config's
-    execution.throughput_csv, else BUILTIN (of eager steps only)."""
+    execution.throughput_csv (via `throughput`), else BUILTIN (of eager steps only)."""
     if args.bench is not None:
         return Throughput.from_csv(args.bench, args.bench_device, args.bench_path), "--bench "
-    if execution["throughput_csv"] is not None:
-        device = args.bench_device or execution["throughput_device"]
-        chosen = {**execution, "throughput_device": device}
-        return throughput(chosen, args.bench_path), "execution.throughput_csv "
-    if args.bench_path != EAGER:
+    if execution["throughput_csv"] is None and args.bench_path != EAGER:
         raise InputError(f"--bench-path {args.bench_path!r} needs a benchmark CSV (--bench or "
                          "execution.throughput_csv); the built-in estimate has only "
                          f"{EAGER!r} steps")
-    return BUILTIN, ""
+    device = args.bench_device or execution["throughput_device"]
+    model = throughput({**execution, "throughput_device": device}, args.bench_path)
+    return model, "" if model is BUILTIN else "execution.throughput_csv "
 
 
 def run(args: argparse.Namespace) -> int:

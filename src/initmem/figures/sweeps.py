@@ -6,6 +6,8 @@ the missing runs among exactly those.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
@@ -57,6 +59,14 @@ def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str) -
     sigma_axis(ax)
 
 
+def curves_by_b(inputs: Inputs,
+                main: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame, list[Curve]]]:
+    """For each of the paper's two b: b, its runs and their per-optimizer curves."""
+    for b in PAPER_B:
+        at_b = select(main, b=b)
+        yield b, at_b, optimizer_curves(inputs, at_b)
+
+
 def fig1(inputs: Inputs) -> Drawn:
     """Test acc, train acc and ||W||_F at tau_best vs sigma_w; b=16 top, b=128 bottom."""
     main = select(inputs.need_runs(), family="main")
@@ -65,10 +75,8 @@ def fig1(inputs: Inputs) -> Drawn:
               ("kernel_fro_norm_best", 1.0, r"$\|W_{\tau_{\mathrm{best}}}\|_F$"))
     fig, axes = style.figure(2, 3, height_in=3.9)
     used = []
-    for row, b in enumerate(PAPER_B):
-        at_b = select(main, b=b)
+    for row, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
         used.append(at_b)
-        curves = optimizer_curves(inputs, at_b)
         for col, panel in enumerate(panels):
             curve_panel(axes[row, col], curves, *panel, f"({'abcdef'[3 * row + col]}) $b={b}$")
         init = at_b[["sigma_w", "kernel_fro_norm_init"]].dropna()
@@ -85,10 +93,8 @@ def fig3(inputs: Inputs) -> Drawn:
     main = select(inputs.need_runs(), family="main")
     fig, axes = style.figure(2, 2, height_in=3.6)
     used = []
-    for col, b in enumerate(PAPER_B):
-        at_b = select(main, b=b)
+    for col, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
         used.append(at_b)
-        curves = optimizer_curves(inputs, at_b)
         for row, panel in enumerate((
                 ("tau_interp", 1.0, r"$\tau_{\mathrm{interp}}$ (epoch)"),
                 ("repair_gap", ACC, r"$\Delta_{\mathrm{repair}}$ (pp)"))):
