@@ -25,7 +25,8 @@ step test_step "$py" -m pytest -q -p no:cacheprovider tests/test_step.py
 step equivalence "$py" bench/equivalence.py --device cuda
 step training "$py" bench/bench_training.py --device cuda --packs 1 5 25 \
     --cases resnet9:16 resnet9:128 resnet56:128 resnet9_ln:128 --out "$out/training.csv"
-# ResNet-110's N = 25 pack at b = 128 needs tens of GB per path: measured on its own
+# ResNet-110's N = 25 pack at b = 128, all paths side by side, may not fit (an estimate,
+# unmeasured): measured on its own, with two paths
 step training_r110 "$py" bench/bench_training.py --device cuda --packs 1 5 25 \
     --cases resnet110:128 --paths eager graph_cl --out "$out/training_r110.csv"
 exit $status

@@ -143,7 +143,7 @@ class PackedNet(nn.Module):
     def __init__(self, n: int, body: nn.Module, pool: str, features: int):
         super().__init__()
         self.n, self.pool = n, pool
-        # NHWC activations: how cuDNN's tensor-core kernels want them. Layout only, the
+        # NHWC activations (NVIDIA advises them for cuDNN's tensor cores). Layout only, the
         # values are the same (tests/test_step.py); the trainer sets it (README "Performance").
         self.channels_last = False
         self.body = body

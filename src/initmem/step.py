@@ -2,11 +2,12 @@
 
 `train_step` is one update of every run of a pack. `StepExecutor` is how the training loop
 calls it. With `cuda_graph`, full batches' inputs are copied into fixed buffers and the
-whole update (batch, forward, backward, optimizer) replays as one CUDA graph: small
-ResNets at b = 16 are bound by the launch of hundreds of small kernels, which a replay
-removes. A graph replays the kernels it recorded, on the same data, so it computes what
-the eager step computes; the executor checks that when it captures (`_capture_verified`)
-and falls back to eager steps, with a warning, if it does not hold.
+whole update (batch, forward, backward, optimizer) replays as one CUDA graph, one launch
+for the hundreds of small kernels that (issue 6's premise, unmeasured here: no GPU was
+lent) bound small ResNets at b = 16. A graph replays the kernels it recorded, on the same
+data, so it computes what the eager step computes; the executor checks that when it
+captures (`_capture_verified`) and falls back to eager steps, with a warning, if it does
+not hold.
 
 The step's inputs are the batch's slots of the epoch's order and its augmentation draws
 (both drawn per epoch, data.py); `batch` gathers the images, converts and augments them,
