@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from initmem import cli, data
+from initmem.models import build_model
 from initmem.records import read_records
 from initmem.spec import Pack, Recipe, Run
-from initmem.train import Clocks, PackTrainer, RunState, train_pack
+from initmem.train import Clocks, PackTrainer, RunState, evaluate, train_pack
 
 # Packed vs single is compared in float64: grouped and ungrouped convolutions sum in
 # different orders, and in float32 that 1e-7 noise is amplified by the chaotic early
@@ -45,6 +46,23 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("arch", ["resnet9", "resnet9_ln", "resnet56"])
+def test_run_by_run_evaluation_equals_packed(arch, splits, float64):
+    """The CPU's evaluation (each run alone through a single-run network) computes what the
+    packed forward does, with the pack's parameters and BatchNorm moving statistics."""
+    recipe = tiny_recipe(arch=arch)
+    model = build_model(recipe, 3)
+    model.init_([0.5, 1.0, 2.0], [torch.Generator().manual_seed(i) for i in range(3)])
+    for buffer in model.buffers():  # moving statistics that differ per run
+        buffer.copy_(torch.rand(buffer.shape, generator=torch.Generator().manual_seed(7)) + 0.5)
+    x, y = splits.val_x[:70], splits.val_y[:70]
+    packed = evaluate(model, x, y, l2=1e-3)
+    by_run = evaluate(model, x, y, l2=1e-3, single=build_model(recipe, 1))
+    for a, b in zip(packed, by_run, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert model.training  # evaluation leaves the pack in training mode
 
 
 def test_pack_of_three_equals_three_runs_alone(splits, tmp_path, float64):

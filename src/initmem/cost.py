@@ -59,7 +59,7 @@ SECONDS_PER_IMAGE = {"resnet9": 6e-5, "r9_avgpool": 6e-5, "resnet9_ln": 9e-5,
 LAYERS = {"resnet9": 9, "r9_avgpool": 9, "resnet9_ln": 9, "resnet56": 58, "resnet110": 112}
 STEP_OVERHEAD_S = 3e-3  # launches and bookkeeping of one ResNet-9 update: dominates at b = 16
 EVAL_IMAGES = 20_000  # validation + test, per run and epoch, without eval_subset
-EVAL_BATCH = 1000  # train.EVAL_BATCH (not imported: that would pull torch into the workflow)
+EVAL_BATCH = 1000  # train.EVAL_BATCH["cuda"] (not imported: it would pull in torch)
 SAFETY = 1.5
 CONFIRM_ABOVE_GPU_HOURS = 1.0  # a local launch without GPU beyond this needs confirming
 BENCH_COLUMNS = ("arch", "b", "N", "width", "packed_s_per_step", "sequential_s_per_step")
