@@ -50,6 +50,11 @@ def test_unpack_writes_the_same_record_files(tmp_path, config, records):
         pd.testing.assert_frame_equal(summary, summary0)
 
 
+def sealed_manifest() -> dict:
+    manifest = {"format": archive.FORMAT, "schema_version": 2, "sha256": {}}
+    return {**manifest, "manifest_sha256": archive._manifest_digest(manifest)}
+
+
 def tar_with(path, members: dict[str, bytes]) -> None:
     with tarfile.open(path, "w") as tar:
         for name, data in members.items():
@@ -63,8 +68,9 @@ def tar_with(path, members: dict[str, bytes]) -> None:
     ({"manifest.json": b'{"format": "zip"}'}, "not a runs archive"),
     ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 0}).encode()},
      "schema_version 0"),
-    ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 1}).encode()},
-     "lacks summary.parquet"),
+    ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 2}).encode()},
+     "manifest.json is damaged"),
+    ({"manifest.json": json.dumps(sealed_manifest()).encode()}, "lacks summary.parquet"),
 ])
 def test_a_bad_archive_says_what_is_wrong(tmp_path, members, message):
     tar_with(tmp_path / "bad.tar", members)

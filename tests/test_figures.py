@@ -57,13 +57,14 @@ def summary_row(run: Run, source: str) -> dict:
             "kernel_fro_norm_last": 25 * run.sigma_w, "T_SGD": 1e-3, "T_L2": 0.0,
             "T_adapt": 1.0, "diverged": False, "diverged_epoch": None, "wall_time_s": 1.0,
             "device": "cpu", "determinism": "cpu", "torch_version": "x", "python_version": "x",
-            "initmem_version": "x", "record_source": source, "schema_version": 1}
+            "initmem_version": "x", "code_version": "x", "record_source": source,
+            "schema_version": 2}
 
 
 def missing_row(run: Run) -> dict:
     row = {c: None for c in records.OUTCOME_COLUMNS}
     return {**row, **run.as_row(), "status": "missing", "epochs_run": 0, "diverged": False,
-            "schema_version": 1}
+            "schema_version": 2}
 
 
 def epoch_rows(run: Run, source: str) -> list[dict]:

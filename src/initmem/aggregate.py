@@ -25,10 +25,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .grid import expand_runs, experiment_config, load_config
-from .records import HISTORY_COLUMNS, OUTCOME_COLUMNS, RecordError, summary_columns
+from .records import HISTORY_COLUMNS, OUTCOME_COLUMNS, RecordError, read_sealed, summary_columns
 from .spec import Run
 
 MISSING = "missing"
+RECORD_FILES = ("history.parquet", "summary.parquet")
 # Outcomes of missing runs are null, so their integer and boolean columns are nullable.
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
 
@@ -50,26 +51,26 @@ def expected_specs(runs: list[Run]) -> pd.DataFrame:
 
 def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of the runs that have records under root, in run order.
-    A run has records when its summary.parquet exists (written last, atomically)."""
+    A run has records when its summary.parquet exists (written last, atomically); every
+    file's checksum is verified, and damaged files are listed together in one error."""
     root = Path(root)
-    summaries, histories = [], []
+    summaries, histories, damaged = [], [], []
     for run in runs:
         folder = root / run.run_dir
-        if (folder / "summary.parquet").exists():
-            summaries.append(_read(folder / "summary.parquet"))
-            histories.append(_read(folder / "history.parquet"))
+        if not (folder / "summary.parquet").exists():
+            continue
+        try:
+            tables = [read_sealed(folder / name) for name in RECORD_FILES]
+        except RecordError as err:
+            damaged.append(str(err))
+            continue
+        summaries.append(tables[1])
+        histories.append(tables[0])
+    if damaged:
+        shown = "\n  ".join(damaged[:20])
+        more = f"\n  and {len(damaged) - 20} more" if len(damaged) > 20 else ""
+        raise RecordError(f"{len(damaged)} run(s) have damaged records:\n  {shown}{more}")
     return concat(summaries, summary_columns()), concat(histories, HISTORY_COLUMNS)
-
-
-def _read(path: Path) -> pa.Table:
-    try:  # ParquetFile.read is ~3x faster than read_table on thousands of small files
-        return pq.ParquetFile(path).read(use_threads=False)
-    except FileNotFoundError:
-        raise RecordError(f"{path}: missing (its run's summary exists: the records are "
-                          "damaged; delete the run folder to retrain it)") from None
-    except (pa.ArrowInvalid, OSError) as err:
-        raise RecordError(f"{path}: unreadable ({err}); delete the run folder and rerun "
-                          "the workflow to retrain its pack") from None
 
 
 def concat(tables: list[pa.Table], columns: dict[str, str]) -> pa.Table:

@@ -1,9 +1,13 @@
 """The raw-runs archive: every run record of a config in one file, and back.
 
 Format: an uncompressed tar of three members,
-    manifest.json     format, schema_version, run counts, the experiment config
+    manifest.json     format, schema_version, run counts, the experiment config, the
+                      SHA-256 of each other member's bytes, and `manifest_sha256`: the
+                      SHA-256 of the manifest's canonical JSON without that field
     summary.parquet   every run's summary row, exactly the rows of its summary.parquet
     history.parquet   every run's history rows, exactly the rows of its history.parquet
+Each Parquet member is also sealed with its content digest (initmem.records), so any
+damaged byte of the archive is an error naming it, never a changed number.
 Why not a tar.gz of the 16,650 per-run files: one Parquet file per table compresses the
 columns across runs (zstd), so the archive is a fraction of the size, and reading it is
 two reads instead of 16,650 file opens, so tables and figures rebuild from it in seconds.
@@ -13,11 +17,10 @@ Nothing is lost: `unpack` writes the per-run record files back.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
-import os
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,14 @@ import yaml
 from . import __version__
 from .aggregate import read_folder_records
 from .grid import expand_runs, experiment_config, load_config
-from .records import SCHEMA_VERSION, RecordError, write_records
+from .records import (
+    SCHEMA_VERSION,
+    RecordError,
+    atomic_write_bytes,
+    sealed,
+    verified,
+    write_records,
+)
 
 FORMAT = "initmem-runs-archive"
 
@@ -38,39 +48,54 @@ def pack(config: dict[str, Any], records_root: str | Path, out: str | Path) -> d
     """Write the archive of the config's runs that have records; returns its manifest."""
     runs = expand_runs(config)
     summaries, histories = read_folder_records(records_root, runs)
+    tables = {"summary.parquet": _parquet_bytes(summaries),
+              "history.parquet": _parquet_bytes(histories)}
     manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
                 "initmem_version": __version__, "runs": summaries.num_rows,
-                "expected_runs": len(runs), "config": experiment_config(config)}
-    members = {"manifest.json": json.dumps(manifest, indent=2).encode(),
-               "summary.parquet": _parquet_bytes(summaries),
-               "history.parquet": _parquet_bytes(histories)}
+                "expected_runs": len(runs), "config": experiment_config(config),
+                "sha256": {name: _sha256(data) for name, data in tables.items()}}
+    manifest["manifest_sha256"] = _manifest_digest(manifest)
+    members = {"manifest.json": json.dumps(manifest, indent=2).encode(), **tables}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w") as tar:
-            for name, data in members.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the archive from its readers
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(out, lambda fh: _write_tar(fh, members))
     return manifest
+
+
+def _write_tar(fh: Any, members: dict[str, bytes]) -> None:
+    with tarfile.open(fileobj=fh, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
+    pq.write_table(sealed(table), sink, compression="zstd")
     return sink.getvalue().to_pybytes()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return _sha256(json.dumps(rest, sort_keys=True).encode())
 
 
 def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of an archive; RecordError names what is wrong with it."""
-    return tuple(pq.read_table(pa.BufferReader(data))
-                 for data in _read(path, "summary.parquet", "history.parquet")[1:])
+    names = ("summary.parquet", "history.parquet")
+    manifest, *blobs = _read(path, *names)
+    tables = []
+    for name, data in zip(names, blobs, strict=True):
+        if _sha256(data) != manifest["sha256"].get(name):
+            raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
+                              "the manifest's checksum); restore the archive from a good copy")
+        tables.append(verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}"))
+    return tables[0], tables[1]
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
@@ -82,15 +107,20 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     try:
         with tarfile.open(path, mode="r:") as tar:
             manifest = json.loads(_member(tar, path, "manifest.json"))
-            if manifest.get("format") != FORMAT:
-                raise RecordError(f"{path}: not a runs archive (format "
-                                  f"{manifest.get('format')!r}, expected {FORMAT!r})")
+            if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+                found = manifest.get("format") if isinstance(manifest, dict) else None
+                raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "
+                                  f"{FORMAT!r})")
             if manifest.get("schema_version") != SCHEMA_VERSION:
                 raise RecordError(f"{path}: records of schema_version "
                                   f"{manifest.get('schema_version')}; this initmem reads "
                                   f"{SCHEMA_VERSION}")
+            if manifest.get("manifest_sha256") != _manifest_digest(manifest):
+                raise RecordError(f"{path}: manifest.json is damaged (it does not match its "
+                                  "checksum); restore the archive from a good copy")
             return manifest, *(_member(tar, path, name) for name in names)
-    except (tarfile.TarError, OSError, json.JSONDecodeError, pa.ArrowInvalid) as err:
+    except (tarfile.TarError, OSError, UnicodeDecodeError, json.JSONDecodeError,
+            pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
 

@@ -195,6 +195,7 @@ def generate(config: dict, seed: int = 0, families: list[str] | None = None,
 PROVENANCE = {"diverged": False, "diverged_epoch": None, "wall_time_s": 0.0,
               "device": "synthetic", "determinism": None, "torch_version": None,
               "python_version": platform.python_version(), "initmem_version": __version__,
+              "code_version": records.code_version(),
               "record_source": SOURCE, "schema_version": records.SCHEMA_VERSION}
 
 

@@ -1,0 +1,123 @@
+"""Records that cannot lie: a damaged byte of a record file or an archive is an error
+naming the file, never a changed number or a silently missing run."""
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from fakes import write_fake_run
+from workflow_helpers import TEST_CONFIG
+
+from initmem import aggregate, archive, grid
+from initmem.records import RecordError, content_digest, read_records
+
+
+@pytest.fixture(scope="module")
+def config():
+    return grid.load_config(TEST_CONFIG)
+
+
+@pytest.fixture
+def run_dir(tmp_path, config):
+    run = grid.expand_runs(config)[0]
+    write_fake_run(tmp_path, run)
+    return tmp_path / run.run_dir
+
+
+def flipped(path, position: int) -> bytes:
+    """The file's bytes with one byte changed at `position` (restored by the caller)."""
+    data = path.read_bytes()
+    path.write_bytes(data[:position] + bytes([data[position] ^ 0x5A]) + data[position + 1:])
+    return data
+
+
+@pytest.mark.parametrize("name", ["history.parquet", "summary.parquet"])
+def test_every_byte_flip_of_a_record_file_is_caught_or_harmless(run_dir, name):
+    """Each byte of the file flipped in turn: reading either raises RecordError (naming
+    the file) or returns exactly the original records (the byte was padding or a
+    statistic nothing reads)."""
+    path = run_dir / name
+    original = read_records(run_dir)
+    outcomes = {"caught": 0, "harmless": 0}
+    size = path.stat().st_size
+    for position in range(0, size, max(1, size // 500)):  # 500 positions, all regions
+        data = flipped(path, position)
+        try:
+            records = read_records(run_dir)
+        except RecordError as err:
+            assert str(path) in str(err)
+            outcomes["caught"] += 1
+        else:
+            for got, want in zip(records, original, strict=True):
+                pd.testing.assert_frame_equal(got, want)
+            outcomes["harmless"] += 1
+        finally:
+            path.write_bytes(data)
+    assert outcomes["caught"] > 0.5 * sum(outcomes.values()), outcomes
+
+
+def test_a_damaged_value_names_the_file_and_the_fix(run_dir):
+    """A value changed with the file still valid Parquet: only the checksum sees it."""
+    path = run_dir / "history.parquet"
+    table = pa.parquet.read_table(path)
+    column = table.column("val_acc").to_pylist()
+    column[0] += 0.01
+    damaged = table.set_column(table.schema.get_field_index("val_acc"), "val_acc",
+                               pa.array(column))
+    pa.parquet.write_table(damaged, path)  # keeps the old digest in the metadata
+    with pytest.raises(RecordError, match="damaged.*retrain the run"):
+        read_records(run_dir)
+
+
+def test_a_record_without_checksum_is_refused(run_dir):
+    path = run_dir / "summary.parquet"
+    table = pa.parquet.read_table(path)
+    pa.parquet.write_table(table.replace_schema_metadata(None), path)
+    with pytest.raises(RecordError, match="no initmem checksum"):
+        read_records(run_dir)
+
+
+def test_aggregation_lists_every_damaged_run(tmp_path, config):
+    runs = grid.expand_runs(config)
+    for run in runs:
+        write_fake_run(tmp_path, run)
+    for run in runs[:2]:
+        flipped(tmp_path / run.run_dir / "history.parquet", 60)
+    with pytest.raises(RecordError, match="2 run\\(s\\) have damaged records") as err:
+        aggregate.read_folder_records(tmp_path, runs)
+    for run in runs[:2]:
+        assert str(tmp_path / run.run_dir / "history.parquet") in str(err.value)
+
+
+def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
+    runs = grid.expand_runs(config)
+    for run in runs:
+        write_fake_run(tmp_path / "runs", run, epochs=3)
+    path = tmp_path / "runs.tar"
+    archive.pack(config, tmp_path / "runs", path)
+    original = [t.to_pandas() for t in archive.read_archive(path)]
+    size, caught = path.stat().st_size, 0
+    for position in range(0, size, max(1, size // 800)):
+        data = flipped(path, position)
+        try:
+            got = [t.to_pandas() for t in archive.read_archive(path)]
+        except RecordError as err:
+            assert str(path) in str(err)
+            caught += 1
+        else:
+            for g, want in zip(got, original, strict=True):
+                pd.testing.assert_frame_equal(g, want)
+        finally:
+            path.write_bytes(data)
+    assert caught > 0
+
+
+def test_the_digest_is_of_the_content_not_the_encoding():
+    frame = pd.DataFrame({"a": [1.0, None], "s": pd.array(["x", None], dtype="string")})
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    rechunked = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    assert content_digest(table) == content_digest(rechunked)
+    large = pa.schema([("a", pa.float64()), ("s", pa.large_string())],
+                      metadata=table.schema.metadata)
+    assert content_digest(table) == content_digest(table.cast(large))
+    changed = pa.Table.from_pandas(frame.assign(a=[1.0, 2.0]), preserve_index=False)
+    assert content_digest(changed) != content_digest(table)
