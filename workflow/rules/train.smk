@@ -2,7 +2,8 @@
 # run's file trains its pack; a pack's spec is written to results/packs/ before training.
 # Every param is `derived` (see common.smk): nothing but missing records retrains.
 # Time limits use eager step times (THROUGHPUT): a CUDA-graph run falls back to eager
-# steps when its self-check fails, so its limit must cover those.
+# steps when its self-check fails, so its limit must cover those. Longer packs start
+# first (priority: their estimated seconds), so no long pack is left to run alone at the end.
 
 
 for pack_id, pack in PACKS.items():
@@ -14,6 +15,7 @@ for pack_id, pack in PACKS.items():
             run_files(pack.runs),
         log:
             f"logs/train/{pack_id}.log",
+        priority: round(cost.pack_seconds(pack, THROUGHPUT))
         conda:
             "../../envs/train.yaml"
         threads: EXECUTION["cpus_per_job"]
