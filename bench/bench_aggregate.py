@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import write_fake_run  # noqa: E402
 
-from initmem import aggregate, grid  # noqa: E402
+from initmem.plan import grid  # noqa: E402
+from initmem.records import aggregate  # noqa: E402
 
 
 def aggregate_seconds(root: Path) -> tuple[int, int, float]:

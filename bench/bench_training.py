@@ -14,7 +14,7 @@ than 5%. Prints a table and writes it as CSV (one row per case, N and path) with
 device, precision and library versions; `python -m initmem cost --bench CSV`
 projects the paper's device-hours from it.
 
-Each row also counts the FLOPs of the step (initmem.cost.train_flops_per_image: 2 x 3 x
+Each row also counts the FLOPs of the step (initmem.training.models.train_flops_per_image: 2 x 3 x
 the conv and dense multiply-adds per image and run) and, on a GPU this file knows, the
 fraction of its peak (TF32 when allowed, as initmem's CUDA runs do, else float32).
 
@@ -40,14 +40,13 @@ import numpy as np
 import quiet
 import torch
 
-from initmem import data
-from initmem.cost import train_flops_per_image
-from initmem.models import build_model
-from initmem.optim import build_optimizer
-from initmem.run_pack import describe_device, resolve_device
-from initmem.spec import Recipe
-from initmem.step import WARMUP_STEPS, StepExecutor
-from initmem.train import determinism_settings
+from initmem.plan.spec import Recipe
+from initmem.training import data
+from initmem.training.command import describe_device, resolve_device
+from initmem.training.models import build_model, train_flops_per_image
+from initmem.training.optimizers import build_optimizer
+from initmem.training.step import WARMUP_STEPS, StepExecutor
+from initmem.training.trainer import determinism_settings
 
 CASES = (("resnet9", 16), ("resnet9", 128), ("resnet56", 128))
 # eager: the plain step; graph: replayed as a CUDA graph; _cl: channels_last activations.

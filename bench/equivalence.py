@@ -28,11 +28,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from initmem import data
-from initmem.records import read_records
-from initmem.run_pack import resolve_device
-from initmem.spec import Pack, Recipe, Run
-from initmem.train import train_pack
+from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records.files import read_records
+from initmem.training import data
+from initmem.training.command import resolve_device
+from initmem.training.trainer import PackTrainer
 
 RTOL_FLOAT64 = 1e-8
 LOSSES = ("train_loss", "val_loss", "test_loss", "kernel_fro_norm")
@@ -51,7 +51,7 @@ def recipe(quick: bool) -> Recipe:
 def train(pack: Pack, splits: data.Splits, device: torch.device, out: Path,
           **speed: bool) -> tuple[list[torch.Tensor], pd.DataFrame]:
     """Final weights (one tensor per parameter, runs stacked) and every run's history."""
-    model = train_pack(pack, splits, out, device, progress=False, **speed).model
+    model = PackTrainer(pack, splits, out, device, progress=False, **speed).run().model
     history = pd.concat([read_records(out / r.run_dir)[0] for r in pack.runs])
     return [p.detach().double().cpu() for p in model.parameters()], history
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from initmem.records import HISTORY_COLUMNS, OUTCOME_COLUMNS, summary_columns
+from initmem.records.files import HISTORY_COLUMNS, OUTCOME_COLUMNS, summary_columns
 
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
 RUN_DEFAULTS = {
@@ -46,7 +46,7 @@ def small_config(epochs_divisor: int = 15) -> dict:
 
     import yaml
 
-    from initmem import grid
+    from initmem.plan import grid
 
     config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
     for family in config["families"].values():

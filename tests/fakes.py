@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from initmem.records import history_frame, summarize, write_records
-from initmem.spec import Run
+from initmem.plan.spec import Run
+from initmem.records.files import history_frame, summarize, write_records
 
 
 def fake_history(run: Run, epochs: int) -> pd.DataFrame:

@@ -7,9 +7,11 @@ import pyarrow.parquet as pq
 import pytest
 from fakes import fake_history, write_fake_run
 
-from initmem import aggregate, cli, grid
-from initmem.records import HISTORY_COLUMNS, RecordError, read_records, summary_columns
-from initmem.spec import Recipe, Run
+from initmem import cli
+from initmem.plan import grid
+from initmem.plan.spec import Recipe, Run
+from initmem.records import aggregate
+from initmem.records.files import HISTORY_COLUMNS, RecordError, read_records, summary_columns
 
 CONFIG = {
     "optimizers": {"sgd": {"label": "SGD"}, "adam": {"label": "Adam"}},

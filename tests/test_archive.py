@@ -10,8 +10,10 @@ import yaml
 from fakes import write_fake_run
 from workflow_helpers import TEST_CONFIG, job_counts, snakemake
 
-from initmem import aggregate, archive, cli, grid
-from initmem.records import RecordError, read_records
+from initmem import cli
+from initmem.plan import grid
+from initmem.records import aggregate, archive
+from initmem.records.files import RecordError, read_records
 
 
 @pytest.fixture

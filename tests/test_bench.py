@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from initmem import cost
+from initmem.plan import cost
+from initmem.training.models import train_flops_per_image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -37,7 +38,7 @@ def test_flop_rates_and_peak_fraction():
     env = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
            "precision": "float32 (TF32 allowed)"}
     bench_training.add_flops(row, env)
-    flops = cost.train_flops_per_image("resnet9", 1.0)  # 2.2756e9 per image
+    flops = train_flops_per_image("resnet9", 1.0)  # 2.2756e9 per image
     assert row["train_gflop_per_image"] == pytest.approx(flops / 1e9)
     assert row["packed_tflops"] == pytest.approx(flops * 50_000 / 1e12)  # 113.8 TFLOP/s
     assert row["packed_peak_fraction"] == pytest.approx(flops * 50_000 / 1e12 / 494.5)

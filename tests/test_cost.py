@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from initmem import cli, cost
+from initmem import cli
 from initmem.errors import InputError
-from initmem.models import build_model
-from initmem.spec import ARCHS, Pack, Recipe, Run
+from initmem.plan import cost
+from initmem.plan.spec import ARCHS, Pack, Recipe, Run
+from initmem.training.models import build_model, train_flops_per_image
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("device_name", "arch", "b", "N", "width", "packed_s_per_step",
@@ -236,12 +237,12 @@ def test_train_flops_by_hand():
     # ResNet-9: prep 32x32x64x3x9 = 1,769,472 MACs; five layers of 75,497,472 each
     # (64->128 at 32x32; two 128->128 at 16x16; 128->256 at 16x16; 256->512 at 8x8;
     # two 512->512 at 4x4, in pairs); dense 512 x 10. x2 (multiply-add) x3 (fwd + bwd).
-    assert cost.train_flops_per_image("resnet9", 1.0) == 6 * (1_769_472 + 5 * 75_497_472
+    assert train_flops_per_image("resnet9", 1.0) == 6 * (1_769_472 + 5 * 75_497_472
                                                                 + 5_120)
     # ResNet-56: first conv 442,368; stage 1: 18 x 2,359,296; stages 2 and 3: strided conv
     # 1,179,648 + 17 x 2,359,296 + 1x1 shortcut 131,072 each; dense 64 x 10.
     stage = 1_179_648 + 17 * 2_359_296 + 131_072
-    assert cost.train_flops_per_image("resnet56", 1.0) == 6 * (442_368 + 18 * 2_359_296
+    assert train_flops_per_image("resnet56", 1.0) == 6 * (442_368 + 18 * 2_359_296
                                                                  + 2 * stage + 640)
 
 

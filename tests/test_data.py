@@ -13,8 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from initmem import data
-from initmem.data import (
+from initmem.plan.spec import Recipe
+from initmem.training import data
+from initmem.training.data import (
     DataError,
     as_float,
     augment,
@@ -27,7 +28,6 @@ from initmem.data import (
     split_indices,
     synthetic_splits,
 )
-from initmem.spec import Recipe
 
 PER_BATCH = 20  # images per fake batch file: 100 training images, 20 test images
 pytestmark = pytest.mark.filterwarnings("ignore:using an unverified CIFAR-10 copy")

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem import figures, records
-from initmem.figures import common, heatmap, sweeps
-from initmem.spec import Recipe, Run
+from initmem.analysis import figures
+from initmem.analysis.figures import common, heatmap, sweeps
+from initmem.plan.spec import Recipe, Run
+from initmem.records import files as records
 
 SIGMAS = (0.1, 0.5, 1.0, 1.8, 2.5)
 MAIN_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon")
@@ -174,7 +175,7 @@ def test_seed_band_is_mean_and_10_90_percentiles_per_sigma():
 def test_heatmap_cells_are_seed_means_in_optimizer_order():
     frame = pd.DataFrame({"optimizer": ["adam", "sgd", "sgd", "sgd"],
                           "sigma_w": [0.1, 0.1, 0.1, 0.5], "v": [0.5, 0.2, 0.4, np.nan]})
-    cells = heatmap.cell_means(frame, "v")
+    cells = heatmap.cell_means(frame, "v", ["sgd", "adam"])
     assert list(cells.index) == ["sgd", "adam"]
     assert cells.loc["sgd", 0.1] == pytest.approx(0.3)
     assert np.isnan(cells.loc["sgd", 0.5])  # a missing cell stays empty

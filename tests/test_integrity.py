@@ -7,8 +7,9 @@ import pytest
 from fakes import write_fake_run
 from workflow_helpers import TEST_CONFIG
 
-from initmem import aggregate, archive, grid
-from initmem.records import RecordError, content_digest, read_records
+from initmem.plan import grid
+from initmem.records import aggregate, archive
+from initmem.records.files import RecordError, content_digest, read_records
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from initmem.models import ConvNormReLU, PackedNet  # noqa: E402
-from initmem.optim import Muon, build_optimizer, learning_rate  # noqa: E402
-from initmem.spec import Recipe  # noqa: E402
-from initmem.step import train_step  # noqa: E402
+from initmem.plan.schedule import learning_rate  # noqa: E402
+from initmem.plan.spec import Recipe  # noqa: E402
+from initmem.training.models import ConvNormReLU, PackedNet  # noqa: E402
+from initmem.training.optimizers import build_optimizer  # noqa: E402
+from initmem.training.optimizers.muon import Muon  # noqa: E402
+from initmem.training.step import train_step  # noqa: E402
 
 tf = pytest.importorskip("tensorflow", reason="tensorflow is not installed (pip install "
                          "-e .[keras]); the Keras differential test needs it")

@@ -6,8 +6,8 @@ import re
 import pytest
 from analysis_frames import epochs_table, runs_table, small_config
 
-from initmem import macros
-from initmem.cells import NO_DATA
+from initmem.analysis import macros
+from initmem.analysis.tables.cells import NO_DATA
 from initmem.cli import main
 
 QUOTES = {q.name: q for q in macros.QUOTES}

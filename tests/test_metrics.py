@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from analysis_frames import epochs_table, runs_table
 
-from initmem import metrics
+from initmem.analysis import metrics
+from initmem.plan.schedule import clock_estimate, schedule_clocks
 
 
 def test_spread_is_max_minus_min_of_seed_means_per_group():
@@ -123,21 +124,21 @@ def test_schedule_clocks_match_the_sums_written_out():
     # 2 epochs of 2 updates: eta_k = lr0 [a + (1 - a)(1 + cos(pi k / 4)) / 2], k = 0..3
     lr0, a, b, lam = 0.1, 0.01, 4, 0.5
     eta = [lr0 * (a + (1 - a) * (1 + math.cos(math.pi * k / 4)) / 2) for k in range(4)]
-    out = metrics.schedule_clocks(lr0, b, steps_per_epoch=2, epochs=2, lam=lam, alpha=a)
+    out = schedule_clocks(lr0, b, steps_per_epoch=2, epochs=2, lam=lam, alpha=a)
     assert out["lr"].tolist() == pytest.approx([eta[1], eta[3]])
     assert out["T_adapt"].tolist() == pytest.approx([eta[0] + eta[1], sum(eta)])
     assert out["T_SGD"].tolist() == pytest.approx(
         [(eta[0] ** 2 + eta[1] ** 2) / b, sum(e * e for e in eta) / b])
     assert out["T_L2"].tolist() == pytest.approx([lam * (eta[0] + eta[1]), lam * sum(eta)])
-    const = metrics.schedule_clocks(0.01, 16, 10, 3, schedule="constant")
+    const = schedule_clocks(0.01, 16, 10, 3, schedule="constant")
     assert const["T_SGD"].tolist() == pytest.approx([10 * 1e-4 / 16 * e for e in (1, 2, 3)])
     with pytest.raises(ValueError, match="schedule='step'"):
-        metrics.schedule_clocks(0.1, 16, 1, 1, schedule="step")
+        schedule_clocks(0.1, 16, 1, 1, schedule="step")
 
 
 def test_clock_estimate_is_the_papers_arithmetic():
     k = 300 * 313  # 300 epochs of ceil(40000 / 128) updates
-    clocks = metrics.clock_estimate(1e-2, 128, k, lam=1e-3)
+    clocks = clock_estimate(1e-2, 128, k, lam=1e-3)
     assert clocks["T_SGD"] == pytest.approx(k * 1e-4 / 128)  # 0.73
     assert clocks["T_L2"] == pytest.approx(0.939)  # the paper's 0.94
     assert clocks["T_adapt"] == pytest.approx(939.0)

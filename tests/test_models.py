@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from initmem.models import (
+from initmem.plan.spec import Recipe
+from initmem.training.models import (
     KerasBatchNorm,
     KerasLayerNorm,
     PackedConv2d,
@@ -14,7 +15,6 @@ from initmem.models import (
     keras_param_count,
     same_padding,
 )
-from initmem.spec import Recipe
 
 
 def recipe(arch="resnet9", width=1.0):

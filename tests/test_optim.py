@@ -8,9 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from initmem.models import KerasBatchNorm, PackedConv2d, PackedDense, build_model
-from initmem.optim import Muon, build_optimizer, learning_rate, newton_schulz
-from initmem.spec import Recipe
+from initmem.plan.schedule import learning_rate
+from initmem.plan.spec import Recipe
+from initmem.training.models import KerasBatchNorm, PackedConv2d, PackedDense, build_model
+from initmem.training.optimizers import build_optimizer
+from initmem.training.optimizers.muon import Muon, newton_schulz
 
 LRS = [0.05, 0.03, 0.01, 0.02]  # a moving rate, as under a schedule
 B1, B2, EPS = 0.9, 0.999, 1e-7

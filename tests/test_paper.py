@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from initmem import figures, paper
+from initmem import paper
+from initmem.analysis import figures
 from initmem.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,8 @@ def write_aggregate(folder: Path) -> tuple[Path, Path, Path]:
     config_path = folder / "config.yaml"
     config_path.write_text(yaml.safe_dump(tiny_config()))
     try:
-        from initmem import grid, synthetic
+        from initmem.plan import grid
+        from initmem.records import synthetic
     except ImportError:
         from test_figures import write_tables
 
@@ -53,7 +55,7 @@ def write_aggregate(folder: Path) -> tuple[Path, Path, Path]:
 def render_tables(runs: Path, config: Path, out: Path) -> bool:
     """Every table, where initmem.tables exists; False if it does not."""
     try:
-        from initmem import tables
+        from initmem.analysis import tables
     except ImportError:
         return False
     for n in TABLES:

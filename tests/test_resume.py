@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from initmem import checkpoint, data
-from initmem.records import read_records
-from initmem.run_pack import PREEMPTED_EXIT
-from initmem.spec import Pack, Recipe, Run
-from initmem.train import PackTrainer, Preempted
+from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records.files import read_records
+from initmem.training import checkpoint, data
+from initmem.training.command import PREEMPTED_EXIT
+from initmem.training.trainer import PackTrainer, Preempted
 
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3, lr0=1e-3,
                 width=0.125, dataset="synthetic", train_subset=160, eval_subset=64,

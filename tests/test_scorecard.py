@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 from analysis_frames import runs_table
 
-from initmem import macros, scorecard
+from initmem.analysis import macros, scorecard, tables
 from initmem.cli import main
 
 PUBLISHED = Path(__file__).parents[1] / "paper" / "published"
+CONFIG = Path(__file__).parents[1] / "config.yaml"
 
 
 def test_published_tables_have_every_cell_of_the_paper():
@@ -73,13 +74,14 @@ def test_tolerance(unit, published, std, expected):
 
 
 def test_verdicts():
-    assert scorecard.verdict(85.0, False, 85.9, False, 1.0) == "agrees"
-    assert scorecard.verdict(85.0, False, 86.1, False, 1.0) == "disagrees"
-    assert scorecard.verdict(85.0, False, math.nan, False, 1.0) == "missing"
-    assert scorecard.verdict(85.0, False, math.nan, True, 1.0) == "disagrees"  # ours: ---
-    assert scorecard.verdict(math.nan, True, math.nan, True, 1.0) == "agrees"
-    assert scorecard.verdict(math.nan, True, 120.0, False, 1.0) == "disagrees"
-    assert scorecard.verdict(math.nan, True, math.nan, False, 1.0) == "missing"
+    assert scorecard.verdict(85.0, False, 85.9, False, 1.0, 0) == "agrees"
+    assert scorecard.verdict(85.0, False, 86.1, False, 1.0, 0) == "disagrees"
+    assert scorecard.verdict(85.0, False, math.nan, False, 1.0, 2) == "missing"
+    assert scorecard.verdict(85.0, False, math.nan, False, 1.0, 0) == "not in config"
+    assert scorecard.verdict(85.0, False, math.nan, True, 1.0, 0) == "disagrees"  # ours: ---
+    assert scorecard.verdict(math.nan, True, math.nan, True, 1.0, 0) == "agrees"
+    assert scorecard.verdict(math.nan, True, 120.0, False, 1.0, 0) == "disagrees"
+    assert scorecard.verdict(math.nan, True, math.nan, False, 1.0, 1) == "missing"
 
 
 def published_dir(tmp_path: Path) -> Path:
@@ -107,11 +109,23 @@ def sgd_runs() -> pd.DataFrame:
         {"sigma_w": 2.5, "seed": 1, "status": "missing"},
         # every other sigma_w of the 5-point grid, for a complete spread: 85.5 - 59.9
         *({"sigma_w": s, "seed": 0, "test_acc_best": 0.7} for s in (0.5, 1.0, 1.8)),
+        {"b": 16, "sigma_w": 0.1, "seed": 0, "status": "missing"},
     ])
 
 
+def our_cells(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """The cells our Tables 2-7 write for these runs (what the scorecard reads)."""
+    runs_path = folder / "runs.parquet"
+    runs.to_parquet(runs_path)
+    for n in range(2, 8):
+        tables.write_table(n, runs_path, CONFIG, folder / "tables" / f"table{n}.tex")
+    return scorecard.read_cells(folder / "tables")
+
+
 def test_score_compares_cell_by_cell(tmp_path):
-    card = scorecard.score(sgd_runs(), scorecard.read_published(published_dir(tmp_path)))
+    runs = sgd_runs()
+    card = scorecard.score(runs, scorecard.read_published(published_dir(tmp_path)),
+                           our_cells(runs, tmp_path))
     card = card.set_index(["table", "b", "sigma_w", "metric"])
     low = card.loc[("4", "128", "0.1", "test_acc")]
     assert low["reproduced"] == pytest.approx(85.5)
@@ -136,21 +150,20 @@ def test_score_compares_cell_by_cell(tmp_path):
 
 
 def test_summary_and_outputs(tmp_path):
-    runs_path = tmp_path / "runs.parquet"
-    sgd_runs().to_parquet(runs_path)
+    our_cells(sgd_runs(), tmp_path)
     out_csv, out_tex = tmp_path / "sc" / "scorecard.csv", tmp_path / "sc" / "scorecard.tex"
-    assert main(["scorecard", "--runs", str(runs_path), "--published",
-                 str(published_dir(tmp_path)), "--out-csv", str(out_csv),
-                 "--out-tex", str(out_tex)]) == 0
+    assert main(["scorecard", "--runs", str(tmp_path / "runs.parquet"), "--tables",
+                 str(tmp_path / "tables"), "--published", str(published_dir(tmp_path)),
+                 "--out-csv", str(out_csv), "--out-tex", str(out_tex)]) == 0
     card = pd.read_csv(out_csv)
     assert len(card) == 6
     summary = scorecard.summary(card.astype({"table": str})).set_index("table")
     assert summary.loc["4", ["agrees", "disagrees", "missing", "partial", "cells"]].tolist() \
         == [3, 0, 1, 2, 4]
     tex = out_tex.read_text()
-    assert r"Table~\ref{tab:table4} & 4 & 3 & 0 & 1 & 2 \\" in tex
-    assert r"Prose & 2 & 2 & 0 & 0 & 1 \\" in tex
-    assert r"Total & 6 & 5 & 0 & 1 & 3 \\" in tex
+    assert r"Table~\ref{tab:table4} & 4 & 3 & 0 & 1 & 2 & 0 & 0 \\" in tex
+    assert r"Prose & 2 & 2 & 0 & 0 & 1 & 0 & 0 \\" in tex
+    assert r"Total & 6 & 5 & 0 & 1 & 3 & 0 & 0 \\" in tex
     assert "max(2" in tex.replace(r"\max", "max") and "SYNTHETIC" not in tex
 
 

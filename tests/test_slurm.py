@@ -1,6 +1,6 @@
 """The tiny synthetic config through the slurm profile on a real (local) SLURM cluster.
 
-Start one with `workflow/scripts/local_slurm.sh start` (root; no accounting, no GPUs:
+Start one with `.ci/local_slurm.sh start` (root; no accounting, no GPUs:
 hence --slurm-no-account, --slurm-status-command squeue and the config's gpus_per_job 0).
 """
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 from workflow_helpers import TEST_CONFIG, job_counts, snakemake, snakemake_background
 
-from initmem import grid
+from initmem.plan import grid
 
 
 def cluster_answers() -> bool:
@@ -26,7 +26,7 @@ def cluster_answers() -> bool:
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.skipif(not cluster_answers(), reason="no SLURM cluster answers sinfo with an "
-                       "idle node (start one: workflow/scripts/local_slurm.sh start)"),
+                       "idle node (start one: .ci/local_slurm.sh start)"),
 ]
 
 

@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 import torch
 
-from initmem import data, step
 from initmem.errors import InputError
-from initmem.models import build_model
-from initmem.optim import build_optimizer
-from initmem.records import read_records
-from initmem.run_pack import speed_paths
-from initmem.spec import Pack, Recipe, Run
-from initmem.train import train_pack
+from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records.files import read_records
+from initmem.training import data, step
+from initmem.training.command import speed_paths
+from initmem.training.models import build_model
+from initmem.training.optimizers import build_optimizer
+from initmem.training.trainer import PackTrainer
 
 # 256 images at b = 48: five full batches and a partial one of 16 per epoch; with
 # augmentation, so a step's inputs are its slots and their flips and crops.
@@ -78,7 +78,7 @@ def plain(splits, tmp_path_factory):
 
 
 def records(splits, out, **speed):
-    train_pack(PACK, splits, out, torch.device("cpu"), progress=False, **speed)
+    PackTrainer(PACK, splits, out, torch.device("cpu"), progress=False, **speed).run()
     return [read_records(out / r.run_dir) for r in PACK.runs]
 
 
@@ -89,7 +89,7 @@ def train_with(executor, splits, out, monkeypatch):
         made.append(executor(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr("initmem.train.StepExecutor", build)
+    monkeypatch.setattr("initmem.training.trainer.StepExecutor", build)
     return records(splits, out), made[0]
 
 
@@ -207,8 +207,8 @@ def test_real_cuda_graph_equals_eager(tmp_path):
     cuda_splits = data.load_splits(RECIPE, root=None, device=device)
     runs = []
     for name, graph in (("eager", False), ("graph", True)):
-        train_pack(PACK, cuda_splits, tmp_path / name, device, progress=False,
-                   cuda_graph=graph)
+        PackTrainer(PACK, cuda_splits, tmp_path / name, device, progress=False,
+                    cuda_graph=graph).run()
         runs.append([read_records(tmp_path / name / r.run_dir) for r in PACK.runs])
     assert_same_records(runs[1], runs[0])
     assert "CUDA-graph step" in runs[1][0][1]["determinism"].iloc[0]

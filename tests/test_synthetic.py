@@ -6,8 +6,12 @@ import pandas as pd
 import pytest
 from analysis_frames import small_config
 
-from initmem import aggregate, grid, metrics, records, synthetic
+from initmem.analysis import metrics
 from initmem.cli import main
+from initmem.plan import grid
+from initmem.plan.schedule import schedule_clocks
+from initmem.records import aggregate, synthetic
+from initmem.records import files as records
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,7 @@ def test_clocks_follow_the_schedule(config, generated):
     h = epochs[(epochs["family"] == "main") & (epochs["optimizer"] == "sgd")
                & (epochs["b"] == 128)]
     h = h[h["run_id"] == h["run_id"].iloc[0]]
-    expected = metrics.schedule_clocks(1e-3, 128, 313, len(h))
+    expected = schedule_clocks(1e-3, 128, 313, len(h))
     assert h["T_adapt"].to_numpy() == pytest.approx(expected["T_adapt"].to_numpy())
     assert h["lr"].to_numpy() == pytest.approx(expected["lr"].to_numpy())
 

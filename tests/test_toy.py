@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from initmem import toy
+from initmem.analysis import toy
 
 D0 = toy.imbalance(toy.A0, toy.B0)  # -35
 
@@ -119,7 +119,7 @@ def test_deep_linear_finite_step_leakage_is_exactly_second_order():
 
 @pytest.fixture(scope="module")
 def fig9_table():
-    from initmem.figures.toyfig import simulate
+    from initmem.analysis.figures.toyfig import simulate
 
     return toy.toy_table(simulate()).set_index(["optimizer", "eta"])["D_final"]
 

@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from initmem import cli, data
-from initmem.models import build_model
-from initmem.records import read_records
-from initmem.spec import Pack, Recipe, Run
-from initmem.train import Clocks, PackTrainer, RunState, evaluate, train_pack
+from initmem import cli
+from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records.files import read_records
+from initmem.training import data
+from initmem.training.models import build_model
+from initmem.training.trainer import Clocks, PackTrainer, RunState, evaluate
 
 # Packed vs single is compared in float64: grouped and ungrouped convolutions sum in
 # different orders, and in float32 that 1e-7 noise is amplified by the chaotic early
@@ -38,7 +39,7 @@ def splits():
 
 
 def train(pack, splits, tmp_path):
-    return train_pack(pack, splits, tmp_path, torch.device("cpu"), progress=False)
+    return PackTrainer(pack, splits, tmp_path, torch.device("cpu"), progress=False).run()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import torch
 import yaml
 from workflow_helpers import DEMO_CONFIG, PAPER_CONFIG, TEST_CONFIG, job_counts, snakemake
 
-from initmem import grid
+from initmem.plan import grid
 
 ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 6,
             "render_settings_table": 1, "draw_figure": 8,
@@ -21,9 +21,12 @@ def dry_run(tmp_path, config, *targets):
 
 
 def split(counts):
-    """(number of training jobs, the other jobs' counts without the total)."""
+    """(number of training jobs, the other jobs' counts without the total); every training
+    job comes with the job writing its pack's spec."""
     train = sum(n for rule, n in counts.items() if rule.startswith("train_"))
-    rest = {r: n for r, n in counts.items() if not r.startswith("train_") and r != "total"}
+    assert counts.get("write_pack_spec", 0) == train
+    rest = {r: n for r, n in counts.items()
+            if not r.startswith("train_") and r not in ("total", "write_pack_spec")}
     return train, rest
 
 
@@ -61,7 +64,8 @@ def test_asking_for_one_runs_file_trains_its_pack_only(tmp_path):
     config = grid.load_config(PAPER_CONFIG)
     pack_id, pack = list(grid.make_packs(config).items())[7]
     target = f"results/runs/{pack.runs[3].run_dir}/history.parquet"
-    assert dry_run(tmp_path, PAPER_CONFIG, target) == {f"train_{pack_id}": 1, "total": 1}
+    assert dry_run(tmp_path, PAPER_CONFIG, target) == {f"train_{pack_id}": 1,
+                                                       "write_pack_spec": 1, "total": 2}
 
 
 def test_an_invalid_config_stops_with_the_readable_error(tmp_path):

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from initmem.cli import main
 
 sys.exit(main())

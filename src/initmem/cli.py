@@ -1,7 +1,10 @@
-"""Command line: `python -m initmem COMMAND ...`, one command per pipeline stage.
+"""Command line: `initmem COMMAND ...` (or `python -m initmem`), one command per stage.
 
-Each stage module provides `configure_parser(parser)` and `run(args)`; only the chosen
-module is imported, so `train` does not pay for matplotlib and `figure` not for torch.
+The commands in the order of the data's path: plan (grid, cost), training (train),
+records (aggregate, archive, verify, synthetic-records), analysis (table, figure, macros,
+scorecard, claims) and the paper. Each command module provides `configure_parser(parser)`
+and `main(args)`; only the chosen module is imported, so `train` does not pay for
+matplotlib and `figure` not for torch.
 """
 
 from __future__ import annotations
@@ -10,19 +13,20 @@ import argparse
 import importlib
 import sys
 
-from .errors import InputError
+from initmem.errors import InputError
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("initmem.run_pack", "train one pack of runs from a spec file"),
-    "grid": ("initmem.grid", "expand a config into its runs and packs"),
-    "aggregate": ("initmem.aggregate", "gather run records into runs/epochs tables"),
-    "archive": ("initmem.archive", "pack or unpack the raw run records"),
-    "table": ("initmem.tables", "render one of Tables 1-7 as LaTeX"),
-    "figure": ("initmem.figures", "draw one of Figures 1-9"),
-    "macros": ("initmem.macros", "write the numbers quoted in the paper's prose"),
-    "scorecard": ("initmem.scorecard", "compare reproduced and published numbers"),
-    "synthetic-records": ("initmem.synthetic", "generate plausible fake run records"),
-    "cost": ("initmem.cost", "project the GPU-hours of a config"),
+    "grid": ("initmem.plan.grid", "expand a config into its runs and packs"),
+    "cost": ("initmem.plan.cost", "project the GPU-hours of a config"),
+    "train": ("initmem.training.command", "train one pack of runs from a spec file"),
+    "aggregate": ("initmem.records.aggregate", "gather run records into runs/epochs tables"),
+    "archive": ("initmem.records.archive", "pack or unpack the raw run records"),
+    "synthetic-records": ("initmem.records.synthetic", "generate plausible fake run records"),
+    "table": ("initmem.analysis.tables", "render one of Tables 1-7 as LaTeX"),
+    "figure": ("initmem.analysis.figures", "draw one of Figures 1-9"),
+    "macros": ("initmem.analysis.macros", "write the numbers quoted in the paper's prose"),
+    "scorecard": ("initmem.analysis.scorecard", "compare reproduced and published numbers"),
+    "paper": ("initmem.paper", "write the paper's run status, or build its PDF"),
 }
 
 
@@ -40,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     module.configure_parser(command)
     args = command.parse_args(argv[1:])
     try:
-        return int(module.run(args) or 0)
+        return int(module.main(args) or 0)
     except InputError as err:
         print(f"initmem {argv[0]}: error: {err}", file=sys.stderr)
         return 2

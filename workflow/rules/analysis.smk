@@ -5,10 +5,10 @@
 rule render_table:
     input:
         runs=RUNS_TABLE,
-        epochs=EPOCHS_TABLE,
         config=CONFIG_FILE,
     output:
-        "results/tables/table{n}.tex",
+        tex="results/tables/table{n}.tex",
+        csv="results/tables/table{n}.csv",
     log:
         "logs/tables/table{n}.log",
     wildcard_constraints:
@@ -20,8 +20,8 @@ rule render_table:
         initmem=INITMEM,
         strict="--strict" if config["strict"] else "",
     shell:
-        "{params.initmem} table {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
-        "--config {input.config} --out {output} {params.strict} > {log} 2>&1"
+        "{params.initmem} table {wildcards.n} --runs {input.runs} --config {input.config} "
+        "--out {output.tex} {params.strict} > {log} 2>&1"
 
 
 rule render_settings_table:
@@ -29,7 +29,8 @@ rule render_settings_table:
     input:
         config=CONFIG_FILE,
     output:
-        "results/tables/table1.tex",
+        tex="results/tables/table1.tex",
+        csv="results/tables/table1.csv",
     log:
         "logs/tables/table1.log",
     localrule: True
@@ -38,7 +39,7 @@ rule render_settings_table:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} table 1 --config {input.config} --out {output} > {log} 2>&1"
+        "{params.initmem} table 1 --config {input.config} --out {output.tex} > {log} 2>&1"
 
 
 rule draw_figure:
@@ -102,6 +103,7 @@ rule write_macros:
 rule score_reproduction:
     input:
         runs=RUNS_TABLE,
+        tables=[f"results/tables/table{n}.csv" for n in range(2, 8)],
         published=PAPER_DIR / "published",
     output:
         csv="results/scorecard/scorecard.csv",
@@ -114,5 +116,6 @@ rule score_reproduction:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} scorecard --runs {input.runs} --published {input.published} "
-        "--out-csv {output.csv} --out-tex {output.tex} > {log} 2>&1"
+        "{params.initmem} scorecard --runs {input.runs} --tables results/tables "
+        "--published {input.published} --out-csv {output.csv} --out-tex {output.tex} "
+        "> {log} 2>&1"

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
-from initmem import cost, grid
+from initmem.plan import cost, grid
 
 # First the errors that name the key, the bad value and what is allowed; then snakemake's
 # own check of the same schema, which fills in the defaults.
@@ -21,7 +21,9 @@ grid.validate_config(config)
 validate(config, str(grid.SCHEMA_PATH))
 
 # Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,
-# under --sdm conda, the rule's environment (which does not install initmem).
+# under --sdm conda, the rule's environment (which does not install initmem). Snakemake
+# documents no API for the deployment method in use; workflow.deployment_settings is
+# where Snakemake 9 keeps the --sdm setting.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable}"
 INITMEM = f"{PYTHON} -m initmem"
@@ -87,7 +89,10 @@ def derived(value):
 
 def confirm_cpu_launch():
     """Before a local launch without GPU trains more than an hour of GPU work: print what
-    it would cost and stop unless confirm_cpu_full is set."""
+    it would cost and stop unless confirm_cpu_full is set. Snakemake documents no API for
+    the jobs a run will execute; `onstart` sees the DAG, and needrun_jobs() is where
+    Snakemake 9 lists them (the only reliable count: a target may need a few packs or all).
+    """
     if not workflow.local_exec:
         return
     pending = [

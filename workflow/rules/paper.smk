@@ -13,9 +13,9 @@ rule write_paper_status:
     conda:
         "../../envs/analysis.yaml"
     params:
-        python=PYTHON,
+        initmem=INITMEM,
     shell:
-        "{params.python} -m initmem.paper status --runs {input.runs} --out {output} > {log} 2>&1"
+        "{params.initmem} paper status --runs {input.runs} --out {output} > {log} 2>&1"
 
 
 rule build_paper:
@@ -34,8 +34,8 @@ rule build_paper:
     conda:
         "../../envs/analysis.yaml"  # latexmk and TeX come from the system
     params:
-        python=PYTHON,
+        initmem=INITMEM,
         paper=PAPER_DIR,
     shell:
-        "{params.python} -m initmem.paper build --paper {params.paper} --results results "
+        "{params.initmem} paper build --paper {params.paper} --results results "
         "--out {output} > {log} 2>&1"

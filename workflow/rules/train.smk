@@ -1,9 +1,21 @@
 # Training: one rule per pack. Its outputs are its runs' record files, so asking for one
-# run's file trains its pack; a pack's spec is written to results/packs/ before training.
-# Every param is `derived` (see common.smk): nothing but missing records retrains.
-# Time limits use eager step times (THROUGHPUT): a CUDA-graph run falls back to eager
-# steps when its self-check fails, so its limit must cover those. Longer packs start
-# first (priority: their estimated seconds), so no long pack is left to run alone at the end.
+# run's file trains its pack, from the pack's spec (results/packs/<pack_id>.json, written by
+# its own rule). The spec is an `ancient` input and every param is `derived` (see
+# common.smk): regrouping runs into packs writes new specs but retrains nothing; only
+# missing records train. Time limits use eager step times (THROUGHPUT): a CUDA-graph run
+# falls back to eager steps when its self-check fails, so its limit must cover those.
+# Longer packs start first (priority: their estimated seconds), so no long pack is left
+# to run alone at the end.
+
+
+rule write_pack_spec:
+    output:
+        "results/packs/{pack_id}.json",
+    log:
+        "logs/packs/{pack_id}.log",
+    localrule: True
+    run:
+        PACKS[wildcards.pack_id].dump(output[0])
 
 
 for pack_id, pack in PACKS.items():
@@ -11,6 +23,8 @@ for pack_id, pack in PACKS.items():
     rule:
         name:
             f"train_{pack_id}"
+        input:
+            spec=ancient(f"results/packs/{pack_id}.json"),
         output:
             run_files(pack.runs),
         log:
@@ -24,11 +38,8 @@ for pack_id, pack in PACKS.items():
             mem_mb=EXECUTION["mem_mb"],
             gpu=EXECUTION["gpus_per_job"],
         params:
-            spec=derived(json.dumps(pack.to_dict())),
-            spec_file=derived(f"results/packs/{pack_id}.json"),
             flags=derived(train_flags()),
             initmem=derived(INITMEM),
         shell:
-            "mkdir -p results/packs && printf '%s\\n' {params.spec:q} > {params.spec_file} && "
-            "{params.initmem} train {params.spec_file} results/runs {params.flags} "
+            "{params.initmem} train {input.spec} results/runs {params.flags} "
             "--no-progress > {log} 2>&1"

@@ -1,0 +1,221 @@
+"""Figures that plot an outcome against sigma_w: 1, 3, 4, 5, 7 and 8.
+
+Each returns the figure and the run selections it drew from, so that the caller can count
+the missing runs among exactly those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+from initmem.analysis.figures import style
+from initmem.analysis.figures.common import (
+    Curve,
+    Inputs,
+    draw_curves,
+    missing_mask,
+    on_sigmas,
+    select,
+    sigma_axis,
+    sigma_grid,
+    spread,
+)
+from initmem.vocabulary import ARCH_LABELS
+
+PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
+ACC = 100.0  # accuracies are stored as fractions, plotted in %
+
+Drawn = tuple[Figure, list[pd.DataFrame]]
+
+
+def optimizer_curves(inputs: Inputs, rows: pd.DataFrame) -> list[Curve]:
+    return [Curve(o.label, select(rows, optimizer=o.name), o.colour)
+            for o in inputs.optimizers(set(rows["optimizer"]))]
+
+
+def figure_legend(fig: Figure, axes, ncol: int = 6) -> None:
+    """One legend for the figure, below the panels (the top is for INCOMPLETE), each label
+    once."""
+    seen: dict[str, object] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(seen.values(), seen.keys(), loc="outside lower center",
+                   ncol=min(len(seen), ncol))
+
+
+def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str) -> None:
+    """One panel of metric `value` vs sigma_w, a curve per optimizer (Figs. 1 and 3)."""
+    draw_curves(ax, curves, value, scale)
+    ax.set_title(title, loc="left")
+    ax.set_ylabel(ylabel)
+    sigma_axis(ax)
+
+
+def curves_by_b(inputs: Inputs,
+                main: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame, list[Curve]]]:
+    """For each of the paper's two b: b, its runs and their per-optimizer curves."""
+    for b in PAPER_B:
+        at_b = select(main, b=b)
+        yield b, at_b, optimizer_curves(inputs, at_b)
+
+
+def fig1(inputs: Inputs) -> Drawn:
+    """Test acc, train acc and ||W||_F at tau_best vs sigma_w; b=16 top, b=128 bottom."""
+    main = select(inputs.need_runs(), family="main")
+    panels = (("test_acc_best", ACC, "test acc. (%)"),
+              ("train_acc_best", ACC, "train acc. (%)"),
+              ("kernel_fro_norm_best", 1.0, r"$\|W_{\tau_{\mathrm{best}}}\|_F$"))
+    fig, axes = style.figure(2, 3, height_in=3.9)
+    used = []
+    for row, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
+        used.append(at_b)
+        for col, panel in enumerate(panels):
+            curve_panel(axes[row, col], curves, *panel, f"({'abcdef'[3 * row + col]}) $b={b}$")
+        init = at_b[["sigma_w", "kernel_fro_norm_init"]].dropna()
+        if not init.empty:  # the initial norm depends on sigma_w and seed, not optimizer
+            mean = init.groupby("sigma_w")["kernel_fro_norm_init"].mean()
+            axes[row, 2].plot(mean.index, mean, color="k", ls="--", lw=0.9,
+                              label=r"$\|W_{\mathrm{init}}\|_F$")
+    figure_legend(fig, axes)
+    return fig, used
+
+
+def fig3(inputs: Inputs) -> Drawn:
+    """tau_interp (a,b) and repair gap (c,d) vs sigma_w at b=16 and b=128."""
+    main = select(inputs.need_runs(), family="main")
+    fig, axes = style.figure(2, 2, height_in=3.6)
+    used = []
+    for col, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
+        used.append(at_b)
+        for row, panel in enumerate((
+                ("tau_interp", 1.0, r"$\tau_{\mathrm{interp}}$ (epoch)"),
+                ("repair_gap", ACC, r"$\Delta_{\mathrm{repair}}$ (pp)"))):
+            curve_panel(axes[row, col], curves, *panel, f"({'abcd'[2 * row + col]}) $b={b}$")
+        axes[1, col].axhline(0, color="k", lw=0.6)
+        never = int((~missing_mask(at_b) & at_b["tau_interp"].isna()).sum())
+        if never:  # these runs have no tau_interp and no repair gap: say so, do not impute
+            for ax in axes[:, col]:
+                ax.text(0.02, 0.97, f"{never} runs never reached 99.5% train acc.",
+                        transform=ax.transAxes, va="top", fontsize=5.5, color="0.3")
+    figure_legend(fig, axes)
+    return fig, used
+
+
+def _lr_l2_curves(inputs: Inputs, runs: pd.DataFrame, b: int) -> list[Curve]:
+    """Table 4's configurations at one b: the eta x L2 grid, 5,000 epochs, Adam."""
+    sweep = select(runs, family="lr_l2", b=b)
+    sigmas = sigma_grid(sweep) if len(sweep) else sigma_grid(select(runs, family="long_sgd"))
+    main = on_sigmas(select(runs, family="main", b=b), sigmas)
+    configs = [(1e-3, 0.0, select(main, optimizer="sgd"))]
+    for (lr0, l2), rows in sweep.groupby(["lr0", "l2"]):
+        configs.append((float(lr0), float(l2), rows))
+    configs.sort(key=lambda c: (c[0], c[1]))
+    l2_shades = {0.0: 0.95, 1e-3: 0.75, 5e-3: 0.55, 1e-2: 0.35}
+    palettes = {1e-3: "Reds", 1e-2: "Blues", 1e-1: "Greens"}
+    curves = []
+    for lr0, l2, rows in configs:
+        cmap = matplotlib.colormaps[palettes.get(lr0, "Greys")]
+        color = matplotlib.colors.to_hex(cmap(l2_shades.get(l2, 0.6)))
+        curves.append(Curve(rf"$\eta$={lr0:g}, $\lambda$={l2:g}", rows, color, band=False))
+    long_rows = select(runs, family="long_sgd", b=b)
+    curves.append(Curve(r"$\eta$=0.001, 5k ep.", long_rows, "k", ":", band=False))
+    curves.append(Curve(f"{inputs.optimizer_label('adam')} $\\eta$=0.001",
+                        select(main, optimizer="adam"), style.BASELINE_COLOR, "--", band=False))
+    return curves
+
+
+def fig4(inputs: Inputs) -> Drawn:
+    """The eta x L2 configurations: test acc vs sigma_w, inset spreads sorted ascending."""
+    runs = inputs.need_runs()
+    fig, axes = style.figure(1, 2, height_in=3.0)
+    used = []
+    for col, b in enumerate(PAPER_B):
+        ax = axes[0, col]
+        curves = _lr_l2_curves(inputs, runs, b)
+        used.extend(c.rows for c in curves)
+        if draw_curves(ax, curves, "test_acc_best", ACC):
+            low, high = ax.get_ylim()
+            ax.set_ylim(low - 0.9 * (high - low), high)  # room for the inset below
+            _spread_inset(ax, curves)
+        ax.set_title(f"({'ab'[col]}) $b={b}$", loc="left")
+        ax.set_ylabel("test acc. (%)")
+        sigma_axis(ax)
+    figure_legend(fig, axes, ncol=4)
+    return fig, used
+
+
+def _spread_inset(ax, curves: list[Curve]) -> None:
+    bars = sorted(((spread(c.rows, "test_acc_best") * ACC, c) for c in curves
+                   if not c.rows["test_acc_best"].dropna().empty), key=lambda t: t[0])
+    inset = ax.inset_axes([0.16, 0.06, 0.8, 0.34])
+    inset.bar(range(len(bars)), [s for s, _ in bars], color=[c.color for _, c in bars],
+              edgecolor="0.3", linewidth=0.3)
+    inset.set_xticks([])
+    inset.set_ylabel("spread (pp)", fontsize=5.5)
+    inset.tick_params(labelsize=5)
+    inset.grid(False)
+
+
+def _arch_figure(inputs: Inputs, value: str, ylabel: str, compare_family: str,
+                 styles: dict[str, tuple[str, str, str]]) -> Drawn:
+    """Panels optimizer (SGD, Adam) x b (16, 128); one curve per "family:arch" of styles.
+
+    styles maps "family:arch" to (label, color, linestyle). The main grid's ResNet-9 is
+    restricted to the sigma_w grid of the compared family, so all curves share points.
+    """
+    runs = inputs.need_runs()
+    sigmas = sigma_grid(select(runs, family=compare_family))
+    fig, axes = style.figure(2, 2, height_in=3.7)
+    used = []
+    for row, optimizer in enumerate(("sgd", "adam")):
+        for col, b in enumerate(PAPER_B):
+            at = select(runs, optimizer=optimizer, b=b)
+            curves = []
+            for key, (label, color, ls) in styles.items():
+                family, arch = key.split(":")
+                rows = select(at, family=family, arch=arch)
+                curves.append(Curve(label, on_sigmas(rows, sigmas) if family == "main"
+                                    else rows, color, ls))
+            used.extend(c.rows for c in curves)
+            ax = axes[row, col]
+            draw_curves(ax, curves, value, ACC)
+            ax.set_title(f"({'abcd'[2 * row + col]}) {inputs.optimizer_label(optimizer)}, "
+                         f"$b={b}$", loc="left")
+            ax.set_ylabel(ylabel)
+            sigma_axis(ax)
+    figure_legend(fig, axes)
+    return fig, used
+
+
+DEPTH_STYLES = {
+    "main:resnet9": (ARCH_LABELS["resnet9"], "#1f77b4", "-"),
+    "depth:r9_avgpool": (ARCH_LABELS["r9_avgpool"], "#17becf", "--"),
+    "depth:resnet56": (ARCH_LABELS["resnet56"], "#ff7f0e", "-"),
+    "depth:resnet110": (ARCH_LABELS["resnet110"], "#d62728", "-"),
+}
+NORM_AUG_STYLES = {
+    "norm_aug:resnet9": ("BatchNorm + aug.", "#1f77b4", "-"),
+    "norm_aug:resnet9_ln": ("LayerNorm + aug.", "#ff7f0e", "-"),
+    "main:resnet9": ("BatchNorm, no aug.", style.BASELINE_COLOR, "--"),
+}
+
+
+def fig5(inputs: Inputs) -> Drawn:
+    """Depth: test acc at tau_best vs sigma_w."""
+    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "depth", DEPTH_STYLES)
+
+
+def fig7(inputs: Inputs) -> Drawn:
+    """Depth: train acc at the last epoch (Table 5's train column) vs sigma_w."""
+    return _arch_figure(inputs, "train_acc_last", "train acc. (%)", "depth", DEPTH_STYLES)
+
+
+def fig8(inputs: Inputs) -> Drawn:
+    """Normalisation and augmentation, with the main grid's BatchNorm baseline dashed."""
+    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "norm_aug", NORM_AUG_STYLES)

@@ -1,0 +1,122 @@
+"""Tables 1-7 of the paper as LaTeX, from the aggregated runs table (Table 1: the config).
+
+Each table has a builder (`rows`) that selects its runs by their spec columns, computes
+its cells (`cells`: value, seed std and provenance) and hands them to its Jinja template in
+src/initmem/analysis/templates/ (delimiters \\VAR{...}, \\BLOCK{...}, \\#{...}; undefined
+names are errors). Rows and columns are the paper's, optimizers named by the config; a cell
+without runs shows a red ?? and partial or diverged cells carry markers explained in the
+table's footnote. Any generated (synthetic) record in the runs table puts a red SYNTHETIC
+mark on every table. Beside each table.tex, table.csv holds its cells, one per row (what
+the scorecard compares, and the readable table of the HTML report).
+
+The rendered LaTeX needs the packages booktabs, xcolor and graphicx.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from initmem.analysis.tables import rows as table_rows
+from initmem.analysis.tables.cells import Cell, legend
+from initmem.errors import InputError
+from initmem.plan.grid import load_config
+from initmem.vocabulary import GENERATED, SYNTHETIC_MARK
+
+TABLES = (1, 2, 3, 4, 5, 6, 7)
+TEMPLATES = Path(__file__).parent.parent / "templates"
+
+
+class PartialResultsError(InputError):
+    """A table was asked for in strict mode while some of its runs are missing."""
+
+
+@dataclass
+class Table:
+    """What a template renders: its context and the cells behind it."""
+
+    number: int
+    context: dict[str, object]
+    cells: list[Cell] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # every rendered cell
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted({r for c in self.cells for r in c.missing})
+
+
+def environment() -> jinja2.Environment:
+    """Jinja with LaTeX-safe delimiters; an undefined name raises."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        block_start_string=r"\BLOCK{", block_end_string="}",
+        variable_start_string=r"\VAR{", variable_end_string="}",
+        comment_start_string=r"\#{", comment_end_string="}",
+        line_comment_prefix="%#", trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, autoescape=False, undefined=jinja2.StrictUndefined)
+
+
+def build(number: int, runs: pd.DataFrame | None, config: dict) -> Table:
+    """The table's context and cells from the runs table and the experiment config (Table 1
+    from the config alone)."""
+    if number not in TABLES:
+        raise InputError(f"table {number!r} is not allowed; tables are {TABLES}")
+    if number == 1:
+        return Table(1, table_rows.optimizer_settings(config))
+    context, cells, texts = table_rows.BUILDERS[number](runs, config)
+    return Table(number, context, cells, texts)
+
+
+def render(table: Table, synthetic: bool) -> str:
+    context = {**table.context, "number": table.number, "synthetic": synthetic,
+               "synthetic_mark": SYNTHETIC_MARK, "notes": legend(table.cells, table.texts)}
+    return environment().get_template(f"table{table.number}.tex.j2").render(**context)
+
+
+def is_synthetic(runs: pd.DataFrame) -> bool:
+    return bool(runs["record_source"].astype("string").eq(GENERATED).any())
+
+
+def cells_frame(table: Table) -> pd.DataFrame:
+    """The table's cells as a tidy frame, one row per number (CELL_KEY, value, std, counts)."""
+    return pd.DataFrame([c.tidy() for c in table.cells])
+
+
+def write_table(number: int, runs_path: str | Path | None, config_path: str | Path,
+                out_path: str | Path, *, strict: bool = False) -> Path:
+    """Render table `number` to `out_path` (.tex) and its cells to the .csv beside it.
+    strict=True: missing runs are an error that names them, instead of marked cells."""
+    runs = None if runs_path is None else pd.read_parquet(runs_path)
+    if runs is None and number != 1:
+        raise InputError(f"table {number} is computed from the runs: pass --runs")
+    table = build(number, runs, load_config(config_path))
+    if strict and table.missing:
+        shown = ", ".join(table.missing[:20])
+        more = f" and {len(table.missing) - 20} more" if len(table.missing) > 20 else ""
+        raise PartialResultsError(f"table {number}: {len(table.missing)} runs are missing: "
+                                  f"{shown}{more}")
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(table, runs is not None and is_synthetic(runs)))
+    cells_frame(table).to_csv(out.with_suffix(".csv"), index=False)
+    return out
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("number", type=int, choices=TABLES, help="the paper's table number")
+    parser.add_argument("--runs", help="results/aggregate/runs.parquet (tables 2-7)")
+    parser.add_argument("--config", required=True,
+                        help="the experiment config (results/config.yaml): optimizer names")
+    parser.add_argument("--out", required=True,
+                        help="output .tex file; its cells go to the .csv beside it")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail, naming them, when runs behind the table are missing")
+
+
+def main(args: argparse.Namespace) -> int:
+    write_table(args.number, args.runs, args.config, args.out, strict=args.strict)
+    return 0

@@ -1,0 +1,283 @@
+"""The rows and cells of Tables 1-7: which runs each cell is over, in the paper's layout.
+
+Runs are chosen by their spec columns (family, arch, optimizer, lr0, l2, b, augment,
+sigma_w, ...); a selection over two families (main + lr_l2 for Table 4) cannot count a
+run twice, since the config check forbids one training in two families. Each builder
+returns (template context, cells, rendered cell texts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+
+import pandas as pd
+
+from initmem.analysis.metrics import select, spread_pp
+from initmem.analysis.tables.cells import Cell, derived, fmt, summarize
+from initmem.plan.config import optimizer_display
+from initmem.plan.grid import family_runs
+from initmem.plan.spec import ADAM_BETA1, ADAM_BETA2
+from initmem.vocabulary import ARCH_LABELS, CELL_KEY, CONFIG_LABELS
+from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
+from initmem.vocabulary import FIVE_SIGMAS as FIVE
+
+MAIN_B = (16, 32, 64, 128, 256)
+PM = r"{\pm}"
+
+
+class Sheet:
+    """Collects a table's cells and their rendered texts."""
+
+    def __init__(self, table: int) -> None:
+        self.table, self.cells, self.texts = table, [], []
+
+    def key(self, **fields: object) -> dict[str, object]:
+        return {f: fields.get(f) for f in CELL_KEY} | {"table": str(self.table)}
+
+    def put(self, cell: Cell, **style: object) -> str:
+        text = fmt(cell, **style)
+        self.cells.append(cell)
+        self.texts.append(text)
+        return text
+
+    def seeds(self) -> str:
+        """The usual number of runs per cell, for the caption."""
+        counts = Counter(c.n_runs + len(c.missing) for c in self.cells
+                         if c.key["metric"] not in DERIVED and c.n_runs + len(c.missing))
+        return str(counts.most_common(1)[0][0]) if counts else "?"
+
+
+DERIVED = ("spread", "train_acc_mean", "abs_delta")
+
+
+def latex_number(x: float) -> str:
+    """0, 10^{-3}, 5{\\times}10^{-3}, 0.9 ... as the paper writes hyperparameters."""
+    if x == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(x)))
+    mantissa = round(x / 10**exponent, 6)
+    if exponent >= -1 and abs(x) >= 0.1 and mantissa != 1:
+        return f"{x:g}"
+    power = f"10^{{{exponent}}}"
+    return power if mantissa == 1 else f"{mantissa:g}{{\\times}}{power}"
+
+
+def main_optimizers(config: dict) -> list[str]:
+    """The optimizers of the config's main grid, in the order of its `optimizers`."""
+    used = {run.recipe.optimizer for run in family_runs(config, "main")} \
+        if "main" in config["families"] else set()
+    return [name for name in config["optimizers"] if name in used]
+
+
+def tex_labels(config: dict) -> dict[str, str]:
+    """Row labels: optimizers by their config entry, architectures and configurations."""
+    optimizers = {name: d.tex_label for name, d in optimizer_display(config).items()}
+    return {**ARCH_LABELS, **CONFIG_LABELS, **optimizers}
+
+
+def epochs_label(frame: pd.DataFrame) -> str:
+    values = sorted(int(e) for e in frame["epochs"].dropna().unique())
+    return "/".join(str(e) for e in values) or "?"
+
+
+# Tables 2 and 3: validation accuracy at three checkpoints for one sigma_w.
+CHECKPOINT_COLUMNS = (  # column, unit, digits, event, signed
+    ("tau_interp", "epoch", 1, True, False), ("tau_best", "epoch", 1, True, False),
+    ("val_acc_interp", "frac", 3, True, False), ("val_acc_best", "frac", 3, False, False),
+    ("val_acc_last", "frac", 3, False, False), ("repair_gap", "frac", 3, True, True))
+
+
+def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
+    sheet, rows, used, labels = Sheet(table), [], [], tex_labels(config)
+    for b in MAIN_B:
+        for opt in main_optimizers(config):
+            frame = select(runs, family="main", arch="resnet9", optimizer=opt, b=b,
+                         sigma_w=sigma_w)
+            used.append(frame)
+            key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
+            cells = [sheet.put(summarize(frame, col, sheet.key(metric=col, **key), unit,
+                                         event=event), digits=digits, sign=signed)
+                     for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
+            rows.append({"b": b, "optimizer": labels[opt], "cells": cells})
+    context = {"sigma_w": f"{sigma_w:g}", "rows": rows, "seeds": sheet.seeds(),
+               "last_epoch": epochs_label(pd.concat(used))}
+    return context, sheet.cells, sheet.texts
+
+
+def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
+              train: str | None = "train_acc_last", mark_single: bool = False):
+    """Test accuracy (%) per sigma_w, train accuracy (%) per sigma_w (or none), the spread
+    (pp) over the sigma_w values (?? unless every sigma_w has data), and whether every
+    test cell is a single seed. mark_single: daggers on the single-seed cells of a row
+    that mixes single- and multi-seed cells."""
+    at = {s: select(frame, sigma_w=s) for s in FIVE}
+    test_cells = [summarize(at[s], "test_acc_best", sheet.key(metric="test_acc", sigma_w=s,
+                                                              **key), "pct", scale=100)
+                  for s in FIVE]
+    single = [c.n == 1 for c in test_cells]
+    mixed = mark_single and any(single) and not all(single)
+    tests = [sheet.put(c, pm=PM, dagger=mixed and one)
+             for c, one in zip(test_cells, single, strict=True)]
+    trains = [sheet.put(summarize(at[s], train, sheet.key(metric="train_acc", sigma_w=s,
+                                                          **key), "pct", scale=100), pm=PM)
+              for s in FIVE] if train else []
+    spread_text = sheet.put(derived(frame, spread_pp(frame, FIVE),
+                                    sheet.key(metric="spread", **key), "pp"))
+    return tests, trains, spread_text, all(single)
+
+
+# Table 4: the learning-rate x L2 sweep for SGD, with the Adam and 5,000-epoch rows.
+def lr_l2(runs: pd.DataFrame, config: dict):
+    sheet, panels = Sheet(4), []
+    for b in (16, 128):
+        rows = []
+        for lr0 in (1e-3, 1e-2, 1e-1):
+            for l2 in (0.0, 1e-3, 5e-3, 1e-2):
+                frame = select(runs, family=["main", "lr_l2"], arch="resnet9", optimizer="sgd",
+                             schedule="cosine", augment=False, lr0=lr0, l2=l2, b=b)
+                rows.append(lr_l2_row(sheet, frame, dict(b=b, optimizer="sgd",
+                            config="resnet9", lr0=lr0, l2=l2),
+                            [f"${latex_number(lr0)}$", f"${latex_number(l2)}$", "cos"]))
+        adam = select(runs, family="main", arch="resnet9", optimizer="adam", b=b)
+        rows.append(lr_l2_row(sheet, adam, dict(b=b, optimizer="adam", config="resnet9",
+                    lr0=1e-3, l2=0.0), [rf"Adam $\eta{{=}}{latex_number(1e-3)}$", "", "cos"]))
+        long = select(runs, family="long_sgd", optimizer="sgd", b=b)
+        rows.append(lr_l2_row(sheet, long, dict(b=b, optimizer="sgd", config="long_sgd",
+                    lr0=1e-3, l2=0.0), [rf"SGD $\eta{{=}}{latex_number(1e-3)}$ "
+                                        f"({epochs_label(long)} ep)", "", "const"]))
+        panels.append({"b": b, "rows": rows})
+    return {"panels": panels, "sigmas": [f"{s:g}" for s in FIVE]}, sheet.cells, sheet.texts
+
+
+def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -> dict:
+    """A row of Table 4; a row of single-seed entries carries its dagger on Train."""
+    frame = select(frame, sigma_w=list(FIVE))
+    tests, _, spread, single = sweep_row(sheet, frame, key, train=None, mark_single=True)
+    train = sheet.put(summarize(frame, "train_acc_last", sheet.key(metric="train_acc_mean",
+                                **key), "pct", scale=100), show_std=False, dagger=single)
+    return {"labels": labels, "cells": [*tests, spread, train]}
+
+
+# Tables 5 and 6: test and train accuracy per sigma_w and the spread, two batch sizes.
+def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]],
+                      labels: dict[str, str]) -> list[dict]:
+    panels = []
+    for b in (16, 128):
+        rows = []
+        for config, opt, choose in groups:
+            frame = select(choose(b=b, optimizer=opt), sigma_w=list(FIVE))
+            tests, trains, spread, _ = sweep_row(sheet, frame, dict(b=b, optimizer=opt,
+                                                                    config=config))
+            cells = [c for pair in zip(tests, trains, strict=True) for c in pair]
+            rows.append({"config": labels[config], "optimizer": labels[opt],
+                         "cells": [*cells, spread]})
+        panels.append({"b": b, "rows": rows})
+    return panels
+
+
+def depth(runs: pd.DataFrame, config: dict):
+    sheet, labels = Sheet(5), tex_labels(config)
+    groups = [(arch, opt, partial(select, runs, family=["main", "depth"], arch=arch,
+                                  lr0=1e-3, l2=0.0, augment=False))
+              for arch in ("resnet9", "r9_avgpool", "resnet56", "resnet110")
+              for opt in ("sgd", "adam")]
+    panels = test_train_panels(sheet, groups, labels)
+    events = []
+    for b in (16, 128):
+        rows = []
+        for arch, opt, choose in groups:
+            frame = choose(b=b, optimizer=opt)
+            cells = [sheet.put(summarize(select(frame, sigma_w=s), tau, sheet.key(
+                         metric=tau, b=b, optimizer=opt, config=arch, sigma_w=s), "epoch",
+                         event=True))
+                     for s in FIVE for tau in ("tau_interp", "tau_best")]
+            rows.append({"config": labels[arch], "optimizer": labels[opt], "cells": cells})
+        events.append({"b": b, "rows": rows})
+    context = {"panels": panels, "events": events, "sigmas": [f"{s:g}" for s in FIVE],
+               "seeds": sheet.seeds(), "row_header": "Architecture"}
+    return context, sheet.cells, sheet.texts
+
+
+def norm_aug(runs: pd.DataFrame, config: dict):
+    sheet = Sheet(6)
+    choices = {"bn_aug": dict(family="norm_aug", arch="resnet9", augment=True),
+               "ln_aug": dict(family="norm_aug", arch="resnet9_ln", augment=True),
+               "bn_noaug": dict(family="main", arch="resnet9", augment=False)}
+    groups = [(name, opt, partial(select, runs, **choices[name]))
+              for name in choices for opt in ("sgd", "adam")]
+    panels = test_train_panels(sheet, groups, tex_labels(config))
+    context = {"panels": panels, "sigmas": [f"{s:g}" for s in FIVE],
+               "row_header": "Configuration"}
+    return context, sheet.cells, sheet.texts
+
+
+# Table 7: the best-recipe comparison at the two extreme scales.
+def best_recipe(runs: pd.DataFrame, config: dict):
+    sheet, rows = Sheet(7), []
+    for opt, label in (("sgd_momentum", "SGD (best)"), ("adam", "Adam")):
+        for b in (16, 128, 256):
+            frame = select(runs, family="best_recipe", optimizer=opt, b=b)
+            key = dict(b=b, optimizer=opt, config="best_recipe")
+            at = {s: select(frame, sigma_w=s) for s in EXTREMES}
+            cells = {(col, s): summarize(at[s], col, sheet.key(metric=metric, sigma_w=s,
+                                                               **key), unit, scale, event)
+                     for col, metric, unit, scale, event in BEST_COLUMNS for s in EXTREMES}
+            tests = [cells["test_acc_best", s] for s in EXTREMES]
+            delta = abs(tests[0].mean - tests[1].mean) if all(c.n for c in tests) else math.nan
+            rows.append({"label": label if b == 16 else "", "b": b, "cells": cells,
+                         "delta": derived(frame, delta, sheet.key(metric="abs_delta", **key),
+                                          "pp"), "score": (tests[0].mean + tests[1].mean) / 2})
+    best = max((r for r in rows if math.isfinite(r["score"])), key=lambda r: r["score"],
+               default=None)
+    for row in rows:
+        bold, c = row is best, row["cells"]
+        row["cells"] = [
+            *(sheet.put(c["test_acc_best", s], pm=PM, bold=bold) for s in EXTREMES),
+            *(sheet.put(c["train_acc_last", s], pm=PM) for s in EXTREMES),
+            " / ".join(sheet.put(c["tau_interp", s], digits=0, pm=PM) for s in EXTREMES),
+            " / ".join(sheet.put(c["tau_best", s], digits=0, pm=PM) for s in EXTREMES),
+            sheet.put(row.pop("delta"), bold=bold)]
+    return {"rows": rows, "seeds": sheet.seeds()}, sheet.cells, sheet.texts
+
+
+BEST_COLUMNS = (  # column, metric, unit, scale, event
+    ("test_acc_best", "test_acc", "pct", 100, False),
+    ("train_acc_last", "train_acc", "pct", 100, False),
+    ("tau_interp", "tau_interp", "epoch", 1, True), ("tau_best", "tau_best", "epoch", 1, True))
+
+
+# Table 1: the optimizer settings, from the config's `optimizers` and `common` sections.
+def optimizer_settings(config: dict) -> dict:
+    """Table 1 from the main family's resolved recipes (common, Table 1 defaults, family
+    recipe and grid merged as the plan does for training), so it shows what the runs use."""
+    recipes = {}
+    for run in family_runs(config, "main"):
+        recipes.setdefault(run.recipe.optimizer, run.recipe)
+    rows = []
+    for name, entry in config["optimizers"].items():
+        if name not in recipes:
+            continue
+        recipe = recipes[name]
+        if name.startswith("sgd"):
+            momentum = f"${latex_number(recipe.momentum)}$"
+        elif name in ("adam", "adamw"):
+            momentum = rf"$\beta_{{1}}{{=}}{ADAM_BETA1:g}$"
+        else:
+            momentum = "---"
+        rows.append({"label": entry.get("label", name),
+                     "lr0": f"${latex_number(recipe.lr0)}$",
+                     "momentum": momentum,
+                     "weight_decay": f"${latex_number(recipe.weight_decay)}$",
+                     "notes": entry.get("notes", "---")})
+    first = next(iter(recipes.values()))
+    return {"rows": rows, "lr0": latex_number(first.lr0),
+            "alpha": f"{first.cosine_alpha:g}", "epochs": first.epochs,
+            "beta1": f"{ADAM_BETA1:g}", "beta2": f"{ADAM_BETA2:g}"}
+
+
+# Tables 2-7: builder(runs, config) -> (template context, cells, rendered cell texts).
+BUILDERS = {2: partial(checkpoints, 2, 0.1), 3: partial(checkpoints, 3, 2.5), 4: lr_l2,
+            5: depth, 6: norm_aug, 7: best_recipe}

@@ -1,0 +1,122 @@
+"""The config's JSON schema, with errors that name the key, the bad value and what is allowed.
+
+The same schema file is what the Snakefile hands to snakemake's `validate()`; this module
+turns jsonschema's errors into one line each, so the CLI, the workflow and the tests share
+both the rules and the wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from initmem.errors import InputError
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(InputError):
+    """The config breaks the schema or a rule the schema cannot express."""
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def check_schema(config: Any) -> None:
+    """Raise ConfigError listing every schema violation, one line each."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
+    if errors:
+        lines = dict.fromkeys(describe(e) for e in errors)  # a $ref can report one twice
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+
+
+def describe(error: jsonschema.ValidationError) -> str:
+    """One readable line: `key=value is not allowed; key must be ...`."""
+    key = _key(error.absolute_path)
+    kind, allowed, value = error.validator, error.validator_value, error.instance
+    if kind == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(value) - set(known))
+        where = f"{key}: " if key else ""
+        return (f"{where}unknown key(s) {', '.join(map(repr, extra))}; allowed keys: "
+                f"{', '.join(known) if known else 'none'}")
+    if "propertyNames" in error.schema_path:
+        return f"{key}: name {value!r} is not allowed; names must match {allowed}"
+    if kind == "required":
+        missing = [k for k in allowed if k not in value]
+        return f"{key or 'config'}: missing required key(s) {', '.join(map(repr, missing))}"
+    if kind == "oneOf":  # sigma_sets: say what each alternative wants
+        return f"{key}={value!r} is not allowed; {key} must be a list of positive numbers " \
+               "or {start, stop, step}"
+    return f"{key}={value!r} is not allowed; {key} must be {_rule(kind, allowed)}"
+
+
+def _rule(kind: str, allowed: Any) -> str:
+    rules = {
+        "enum": lambda a: f"one of {', '.join(map(str, a))}",
+        "type": lambda a: f"of type {' or '.join(a) if isinstance(a, list) else a}",
+        "minimum": lambda a: f">= {a}",
+        "maximum": lambda a: f"<= {a}",
+        "exclusiveMinimum": lambda a: f"> {a}",
+        "exclusiveMaximum": lambda a: f"< {a}",
+        "minItems": lambda a: f"a list of at least {a} item(s)",
+        "uniqueItems": lambda a: "a list without repeated values",
+        "minProperties": lambda a: f"a mapping with at least {a} entry(ies)",
+    }
+    return rules[kind](allowed) if kind in rules else f"valid ({kind}: {allowed!r})"
+
+
+def _key(path: Iterable[Any]) -> str:
+    key = ""
+    for part in path:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
+    return key
+
+
+def schema_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill in the `default`s of the schema's top-level sections (in place; returned)."""
+    for name, prop in schema()["properties"].items():
+        if "default" in prop and name not in config:
+            config[name] = prop["default"]
+        section = config.get(name)
+        if isinstance(section, dict):
+            for key, sub in prop.get("properties", {}).items():
+                if "default" in sub:
+                    section.setdefault(key, sub["default"])
+    return config
+
+
+# Figure colours of optimizers whose config entry names none, in config order.
+PALETTE = ("#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2",
+           "#2ca02c", "#7f7f7f", "#bcbd22")
+
+
+@dataclass(frozen=True)
+class OptimizerDisplay:
+    """How an optimizer of a config is shown and grouped (its config entry)."""
+
+    name: str
+    label: str  # Table 1 and the figures
+    tex_label: str  # Tables 2-7
+    colour: str
+    adaptive: bool
+
+
+def optimizer_display(config: dict[str, Any]) -> dict[str, OptimizerDisplay]:
+    """name -> display of every optimizer of the config's `optimizers`, in its order."""
+    shown = {}
+    for i, (name, entry) in enumerate(config.get("optimizers", {}).items()):
+        label = entry.get("label", name)
+        shown[name] = OptimizerDisplay(name, label, entry.get("tex_label", label),
+                                       entry.get("colour", PALETTE[i % len(PALETTE)]),
+                                       bool(entry.get("adaptive", False)))
+    return shown

@@ -1,0 +1,235 @@
+"""Config -> runs -> packs: the pure expansion of the experiment grid.
+
+A family's runs are: every variant x every grid point (minus `exclude`), each merged over
+`common`, the optimizer's Table 1 defaults and the family's `recipe`, times its sigma_w
+set, times its seeds (or a `seed_overrides` set where one matches). The runs of one
+recipe are cut into packs of `execution.pack_size` in (seed, sigma_w) order, so a pack
+holds whole sigma_w sweeps. Everything is a pure function of the config: run and pack
+paths are predictable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from initmem.plan.config import SCHEMA_PATH, ConfigError, check_schema, schema_defaults
+from initmem.plan.spec import OPTIMIZERS, Pack, Recipe, Run, SpecError
+
+__all__ = ["SCHEMA_PATH", "ConfigError", "expand_runs", "experiment_config", "family_runs",
+           "load_config", "make_packs", "pack_id", "sigma_values", "validate_config"]
+
+OPTIMIZER_META = ("label", "tex_label", "colour", "adaptive", "notes")  # display, not recipe
+EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families")
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read and validate a config file; returns it with the schema's defaults filled in."""
+    with open(path) as fh:
+        return validate_config(yaml.safe_load(fh) or {})
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Raise ConfigError naming every bad key, value and what is allowed; return the
+    config with defaults filled in (the input is not modified)."""
+    check_schema(config)
+    config = schema_defaults(copy.deepcopy(config))
+    _check_names(config)
+    runs = expand_runs(config)
+    _check_duplicates(runs)
+    return config
+
+
+def experiment_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a config that decides which runs exist and how they are labelled; not
+    where or how they are computed (execution, data, archive), so analyses that depend on
+    it are not redone when only those change."""
+    return {key: config[key] for key in EXPERIMENT_KEYS if key in config}
+
+
+def _check_names(config: dict[str, Any]) -> None:
+    problems = []
+    for name in config["optimizers"]:
+        if name not in OPTIMIZERS:
+            problems.append(f"optimizers.{name}: optimizer {name!r} is not implemented; "
+                            f"implemented: {', '.join(OPTIMIZERS)} (an optimizer is the "
+                            f"module src/initmem/training/optimizers/{name}.py)")
+    for fam, spec in config["families"].items():
+        refs = [("sigma_w", spec["sigma_w"], "sigma_sets"), ("seeds", spec["seeds"], "seed_sets")]
+        refs += [(f"seed_overrides[{i}].seeds", o["seeds"], "seed_sets")
+                 for i, o in enumerate(spec.get("seed_overrides", []))]
+        for key, value, table in refs:
+            if value not in config[table]:
+                problems.append(f"families.{fam}.{key}={value!r} is not allowed; it must "
+                                f"name one of {table}: {', '.join(config[table])}")
+        for where, fields in _optimizer_mentions(config, fam):
+            for opt in fields:
+                if opt not in config["optimizers"]:
+                    problems.append(f"{where}: optimizer={opt!r} is not allowed; it must be "
+                                    f"one of optimizers: {', '.join(config['optimizers'])}")
+    for name, sigma in config["sigma_sets"].items():
+        if isinstance(sigma, dict) and sigma["stop"] < sigma["start"]:
+            problems.append(f"sigma_sets.{name}: stop={sigma['stop']!r} is not allowed; "
+                            f"it must be >= start={sigma['start']!r}")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def _optimizer_mentions(config: dict[str, Any], fam: str) -> Iterator[tuple[str, list[str]]]:
+    spec = config["families"][fam]
+    for where, fields in [("common", config.get("common", {})),
+                          (f"families.{fam}.recipe", spec.get("recipe", {})),
+                          *[(f"families.{fam}.variants[{i}]", v)
+                            for i, v in enumerate(spec.get("variants", []))]]:
+        if "optimizer" in fields:
+            yield where, [fields["optimizer"]]
+    if "optimizer" in spec.get("grid", {}):
+        yield f"families.{fam}.grid.optimizer", spec["grid"]["optimizer"]
+
+
+def sigma_values(sigma_set: list[float] | dict[str, float]) -> list[float]:
+    """A sigma_sets entry as its values; a range {start, stop, step} includes stop."""
+    if isinstance(sigma_set, list):
+        return [float(s) for s in sigma_set]
+    start, stop, step = sigma_set["start"], sigma_set["stop"], sigma_set["step"]
+    n = int(round((stop - start) / step)) + 1
+    return [round(start + i * step, 10) for i in range(n)]
+
+
+def expand_runs(config: dict[str, Any]) -> list[Run]:
+    """Every run of the config, families in config order. Expects a validated config."""
+    return [run for fam in config["families"] for run in family_runs(config, fam)]
+
+
+def family_runs(config: dict[str, Any], fam: str) -> list[Run]:
+    """The runs of one family: recipes in (variant, grid point) order, then seeds, sigma_w."""
+    spec = config["families"][fam]
+    sigmas = sigma_values(config["sigma_sets"][spec["sigma_w"]])
+    points = _points(spec)
+    _check_matches(fam, "exclude", spec.get("exclude", []), points["all"])
+    overrides = spec.get("seed_overrides", [])
+    _check_matches(fam, "seed_overrides", [o["match"] for o in overrides], points["kept"])
+    runs = []
+    for point in points["kept"]:
+        recipe = _recipe(config, fam, point)
+        seed_set = next((o["seeds"] for o in overrides if _matches(o["match"], point)),
+                        spec["seeds"])
+        runs += [Run(recipe, sigma, seed)
+                 for seed in config["seed_sets"][seed_set] for sigma in sigmas]
+    if not runs:
+        raise ConfigError(f"families.{fam}: the grid is empty (every point is excluded); "
+                          "a family must have at least one run")
+    return runs
+
+
+def _points(spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Variant x grid points, before ('all') and after ('kept') the excludes."""
+    grid = spec.get("grid", {})
+    points = [{**variant, **dict(zip(grid, values, strict=True))}
+              for variant in spec.get("variants", [{}])
+              for values in itertools.product(*grid.values())]
+    kept = [p for p in points if not any(_matches(x, p) for x in spec.get("exclude", []))]
+    return {"all": points, "kept": kept}
+
+
+def _matches(pattern: dict[str, Any], point: dict[str, Any]) -> bool:
+    return all(key in point and point[key] == value for key, value in pattern.items())
+
+
+def _check_matches(fam: str, key: str, patterns: list[dict], points: list[dict]) -> None:
+    """A pattern that matches nothing is a typo: say so rather than silently ignore it."""
+    for i, pattern in enumerate(patterns):
+        if not any(_matches(pattern, p) for p in points):
+            raise ConfigError(f"families.{fam}.{key}[{i}]={pattern!r} matches no grid point "
+                              "of the family; its keys must be variant or grid keys and "
+                              "its values among theirs")
+
+
+def _recipe(config: dict[str, Any], fam: str, point: dict[str, Any]) -> Recipe:
+    spec = config["families"][fam]
+    common, explicit = config.get("common", {}), {**spec.get("recipe", {}), **point}
+    table1 = config["optimizers"].get({**common, **explicit}.get("optimizer"), {})
+    defaults = {k: v for k, v in table1.items() if k not in OPTIMIZER_META}
+    fields = {**common, **defaults, **explicit}  # precedence: common < Table 1 < family
+    try:
+        return Recipe(family=fam, **fields)
+    except SpecError as err:
+        raise ConfigError(f"families.{fam} at {point or 'its recipe'}: {err}") from None
+    except TypeError as err:  # a required field (arch, optimizer, b, epochs) is missing
+        missing = str(err).split(": ", 1)[-1]
+        raise ConfigError(f"families.{fam} at {point or 'its recipe'}: no value for "
+                          f"{missing}; set it in common, the family's recipe, a variant "
+                          "or the grid") from None
+
+
+def _check_duplicates(runs: list[Run]) -> None:
+    """Two runs with one record folder, or one training in two families, is an error."""
+    by_dir: dict[str, Run] = {}
+    by_training: dict[tuple, Run] = {}
+    for run in runs:
+        if run.run_dir in by_dir:
+            other = by_dir[run.run_dir]
+            if other == run:
+                raise ConfigError(f"run {run.run_dir} appears twice (a repeated variant or "
+                                  "grid value); remove the duplicate")
+            raise ConfigError(f"two different runs would share the record folder "
+                              f"{run.run_dir} (its path keeps sigma_w to 2 decimals and does "
+                              f"not show cosine_alpha): {other} and {run}")
+        by_dir[run.run_dir] = run
+        key = (*_training_fields(run.recipe), run.sigma_w, run.seed)
+        other = by_training.setdefault(key, run)
+        if other is not run:
+            raise ConfigError(f"run {run.run_dir} duplicates {other.run_dir} (same training "
+                              f"in families {other.recipe.family} and {run.recipe.family}); "
+                              "exclude it from one of them")
+
+
+def _training_fields(recipe: Recipe) -> tuple:
+    return tuple(v for k, v in vars(recipe).items() if k != "family")
+
+
+def make_packs(config: dict[str, Any]) -> dict[str, Pack]:
+    """pack_id -> Pack, in run order; chunks of execution.pack_size runs per recipe."""
+    size = config["execution"]["pack_size"]
+    by_recipe: dict[Recipe, list[Run]] = {}
+    for run in expand_runs(config):
+        by_recipe.setdefault(run.recipe, []).append(run)
+    packs = {}
+    for recipe, runs in by_recipe.items():
+        for k, start in enumerate(range(0, len(runs), size)):
+            packs[pack_id(recipe, k)] = Pack(recipe, tuple(runs[start:start + size]))
+    return packs
+
+
+def pack_id(recipe: Recipe, chunk: int) -> str:
+    """Flat, readable name of a recipe's chunk-th pack (file name of its spec)."""
+    return f"{recipe.family}-{recipe.recipe_id}-b{recipe.b}-p{chunk}"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=Path("config.yaml"))
+    parser.add_argument("--packs-dir", type=Path,
+                        help="also write every pack spec as PACKS_DIR/<pack_id>.json")
+
+
+def main(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    packs = make_packs(config)
+    total = 0
+    for fam in config["families"]:
+        n = len(family_runs(config, fam))
+        n_packs = sum(p.recipe.family == fam for p in packs.values())
+        print(f"{fam:<12} {n:>6} runs {n_packs:>5} packs")
+        total += n
+    print(f"{'total':<12} {total:>6} runs {len(packs):>5} packs")
+    if args.packs_dir:
+        args.packs_dir.mkdir(parents=True, exist_ok=True)
+        for pid, pack in packs.items():
+            pack.dump(args.packs_dir / f"{pid}.json")
+    return 0

@@ -1,0 +1,153 @@
+"""Gather run records into the two tables every analysis reads.
+
+runs.parquet: one row per EXPECTED run of the config, in config order: its spec columns
+(from the config) and outcomes (from its summary.parquet). A run without records has
+status "missing" and null outcomes, so a partial result never looks complete.
+epochs.parquet: every history row of the expected runs, joined with its run's spec
+columns and record_source.
+
+Records come from the run folders (<records>/<run_dir>/) or from a runs archive
+(initmem.archive); both give the same tables. Records of runs the config does not expect
+are ignored; a record whose spec disagrees with the config is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from initmem.plan.grid import expand_runs, experiment_config, load_config
+from initmem.plan.spec import Run
+from initmem.records.archive import read_archive, read_manifest
+from initmem.records.files import (
+    HISTORY_COLUMNS,
+    OUTCOME_COLUMNS,
+    RecordError,
+    read_folder_records,
+    summary_columns,
+)
+from initmem.vocabulary import MISSING
+
+# Outcomes of missing runs are null, so their integer and boolean columns are nullable.
+NULLABLE = {"int64": "Int64", "bool": "boolean"}
+
+
+def spec_columns() -> dict[str, str]:
+    return {c: t for c, t in summary_columns().items() if c not in OUTCOME_COLUMNS}
+
+
+def runs_columns() -> dict[str, str]:
+    return {c: NULLABLE.get(t, t) if c in OUTCOME_COLUMNS else t
+            for c, t in summary_columns().items()}
+
+
+def expected_specs(runs: list[Run]) -> pd.DataFrame:
+    """The spec columns of every expected run, typed as in a summary record."""
+    frame = pd.DataFrame([run.as_row() for run in runs], columns=list(spec_columns()))
+    return frame.astype(spec_columns())
+
+
+def aggregate(runs: list[Run], summaries: pa.Table,
+              histories: pa.Table) -> tuple[pd.DataFrame, pa.Table]:
+    """(runs table, epochs table) of the expected runs from their records."""
+    specs = expected_specs(runs)
+    outcomes = _outcomes(specs, _typed_summaries(summaries))
+    table = specs.merge(outcomes, on="run_id", how="left", validate="one_to_one")
+    table["status"] = table["status"].fillna(MISSING)
+    table = table[list(runs_columns())].astype(runs_columns())
+    return table, _epochs(table, histories)
+
+
+def _typed_summaries(summaries: pa.Table) -> pd.DataFrame:
+    columns = summary_columns()
+    missing = [c for c in columns if c not in summaries.column_names]
+    if missing:
+        raise RecordError(f"summary records lack columns {missing}")
+    return summaries.select(list(columns)).to_pandas().astype(columns)
+
+
+def _outcomes(specs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
+    """The outcome columns of the expected runs' summaries, after checking their specs."""
+    summaries = summaries[summaries["run_id"].isin(specs["run_id"])].reset_index(drop=True)
+    dupes = summaries["run_id"][summaries["run_id"].duplicated()]
+    if len(dupes):
+        raise RecordError(f"two summaries for run {dupes.iloc[0]}")
+    _check_specs(specs, summaries)
+    return summaries[["run_id", *OUTCOME_COLUMNS]]
+
+
+def _check_specs(specs: pd.DataFrame, summaries: pd.DataFrame) -> None:
+    """A record at a run's path but made with another spec (say another cosine_alpha,
+    which the path does not show) must not pass for that run."""
+    expected = specs.set_index("run_id").loc[summaries["run_id"]].reset_index()
+    for col in expected.columns:
+        a, b = expected[col], summaries[col]
+        if a.dtype == "float64":
+            same = pd.Series(np.isclose(a, b, rtol=1e-9, equal_nan=True))
+        else:
+            same = ((a == b) | (a.isna() & b.isna())).fillna(False).astype(bool)
+        if not same.all():
+            i = int(np.argmin(same.to_numpy()))
+            raise RecordError(f"record of run {expected['run_id'][i]} has {col}={b[i]} but "
+                              f"the config says {a[i]}; delete the stale record or fix the "
+                              "config")
+
+
+def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:
+    """History rows of expected runs with their spec columns, in run and epoch order."""
+    spec_cols = [c for c in spec_columns() if c != "run_id"] + ["record_source"]
+    specs = pa.Table.from_pandas(table[["run_id", *spec_cols]], preserve_index=False)
+    histories = histories.select(list(HISTORY_COLUMNS))
+    row = pc.index_in(histories["run_id"], value_set=specs["run_id"])
+    keep = pc.is_valid(row)
+    histories, row = histories.filter(keep), row.filter(keep)
+    for col in spec_cols:
+        histories = histories.append_column(col, specs[col].take(row))
+    return histories
+
+
+def write_tables(runs_table: pd.DataFrame, epochs: pa.Table, runs_out: str | Path,
+                 epochs_out: str | Path) -> None:
+    for path in (runs_out, epochs_out):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    runs_table.to_parquet(runs_out, index=False)
+    pq.write_table(epochs, epochs_out, compression="zstd")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, required=True, help="the experiment config")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--records", type=Path, help="run folders root (results/runs)")
+    source.add_argument("--archive", type=Path, help="a runs archive (initmem archive pack)")
+    parser.add_argument("--runs", type=Path, required=True, help="runs.parquet to write")
+    parser.add_argument("--epochs", type=Path, required=True, help="epochs.parquet to write")
+
+
+def main(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    runs = expand_runs(config)
+    if args.archive:
+        if read_manifest(args.archive)["config"] != experiment_config(config):
+            print(f"warning: {args.archive} was made from another config; the runs it lacks "
+                  "count as missing. Its own config: python -m initmem archive config "
+                  f"{args.archive}", file=sys.stderr)
+        summaries, histories = read_archive(args.archive)
+    else:
+        summaries, histories = read_folder_records(args.records, runs)
+    table, epochs = aggregate(runs, summaries, histories)
+    write_tables(table, epochs, args.runs, args.epochs)
+    print(_report(table))
+    return 0
+
+
+def _report(table: pd.DataFrame) -> str:
+    counts: dict[str, Any] = table["status"].value_counts().to_dict()
+    return f"{len(table)} expected runs: " + ", ".join(f"{n} {s}" for s, n in counts.items())

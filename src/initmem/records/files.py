@@ -1,0 +1,324 @@
+"""Run records: one tidy per-epoch history and one summary row per run, as Parquet.
+
+Schema (version 2; bump SCHEMA_VERSION on any change of names, meaning or dtype):
+
+history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs them):
+    run_id, epoch,
+    train_loss, train_acc      running mean over the epoch's minibatches, training mode
+    val_loss, val_acc,         inference mode (BatchNorm moving statistics)
+    test_loss, test_acc
+    kernel_fro_norm            ||W||_F over conv and dense kernels, end of epoch
+    lr                         rate of the epoch's last update
+    T_SGD, T_L2, T_adapt       clocks (1/b) sum eta_k^2, lambda sum eta_k, sum eta_k,
+                               cumulative to the end of the epoch (lambda = l2 + weight_decay)
+  Accuracies are fractions in [0, 1]. Losses are Keras' logged losses: mean
+  cross-entropy plus the kernel L2 penalty where the recipe has one.
+
+summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
+    status                     completed | early_stopped | diverged
+    epochs_run, tau_best, tau_interp (null: never reached train acc >= 0.995)
+    test_acc_best, val_acc_best, train_acc_best, val_loss_best   (at tau_best)
+    val_acc_interp (null without tau_interp), val_acc_last, test_acc_last, train_acc_last
+    repair_gap = val_acc_best - val_acc_interp (null without tau_interp)
+    kernel_fro_norm_init, kernel_fro_norm_best, kernel_fro_norm_last
+    T_SGD, T_L2, T_adapt       final clocks
+    diverged, diverged_epoch (null unless diverged)
+    wall_time_s, device, determinism (the kernel settings in force; how the step ran:
+                               eager or CUDA graph, memory layout),
+    torch_version, python_version, initmem_version
+    code_version               `git describe --always --dirty` of the checkout that
+                               wrote the record ("unknown" outside a git checkout)
+    record_source              trained | generated (synthetic records, never results)
+    schema_version
+
+Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
+of its content (column names, nulls and values; `content_digest`), and every read checks
+it: Parquet's own structure catches most damage but not a flipped byte inside a value.
+Files are written atomically (temporary file, fsync, rename), history first: a run is
+complete exactly when its summary.parquet exists and reads back, checksum intact, with
+this schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from initmem import __version__
+from initmem.errors import InputError
+from initmem.plan.spec import Recipe, Run
+from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
+
+SCHEMA_VERSION = 2
+DIGEST_KEY = b"initmem.sha256"
+
+HISTORY_COLUMNS: dict[str, str] = {
+    "run_id": "string", "epoch": "int64",
+    "train_loss": "float64", "train_acc": "float64",
+    "val_loss": "float64", "val_acc": "float64",
+    "test_loss": "float64", "test_acc": "float64",
+    "kernel_fro_norm": "float64", "lr": "float64",
+    "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
+}
+
+OUTCOME_COLUMNS: dict[str, str] = {
+    "status": "string", "epochs_run": "int64", "tau_best": "Int64", "tau_interp": "Int64",
+    "test_acc_best": "float64", "val_acc_best": "float64", "train_acc_best": "float64",
+    "val_loss_best": "float64", "val_acc_interp": "float64", "val_acc_last": "float64",
+    "test_acc_last": "float64", "train_acc_last": "float64", "repair_gap": "float64",
+    "kernel_fro_norm_init": "float64", "kernel_fro_norm_best": "float64",
+    "kernel_fro_norm_last": "float64",
+    "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
+    "diverged": "bool", "diverged_epoch": "Int64",
+    "wall_time_s": "float64", "device": "string", "determinism": "string",
+    "torch_version": "string",
+    "python_version": "string", "initmem_version": "string", "code_version": "string",
+    "record_source": "string", "schema_version": "int64",
+}
+
+
+class RecordError(InputError):
+    """A record file is missing, truncated, or does not follow the schema."""
+
+
+def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
+              diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
+              device: str, determinism: str = "", torch_version: str | None = None,
+              record_source: str = TRAINED) -> dict[str, Any]:
+    """The summary row of one run from its (finite) per-epoch history."""
+    h = history.sort_values("epoch").reset_index(drop=True)
+    empty = h.empty
+    best = None if empty else h.loc[h["val_loss"].idxmin()]
+    interp = h[h["train_acc"] >= INTERP_THRESHOLD]
+    first_interp = None if interp.empty else interp.iloc[0]
+    last = None if empty else h.iloc[-1]
+
+    def at(row: pd.Series | None, col: str) -> float:
+        return float("nan") if row is None else float(row[col])
+
+    status = (DIVERGED if diverged_epoch is not None
+              else EARLY_STOPPED if early_stopped else COMPLETED)
+    return {
+        **run.as_row(),
+        "status": status,
+        "epochs_run": len(h),
+        "tau_best": None if best is None else int(best["epoch"]),
+        "tau_interp": None if first_interp is None else int(first_interp["epoch"]),
+        "test_acc_best": at(best, "test_acc"), "val_acc_best": at(best, "val_acc"),
+        "train_acc_best": at(best, "train_acc"), "val_loss_best": at(best, "val_loss"),
+        "val_acc_interp": at(first_interp, "val_acc"),
+        "val_acc_last": at(last, "val_acc"), "test_acc_last": at(last, "test_acc"),
+        "train_acc_last": at(last, "train_acc"),
+        "repair_gap": at(best, "val_acc") - at(first_interp, "val_acc"),
+        "kernel_fro_norm_init": kernel_fro_norm_init,
+        "kernel_fro_norm_best": at(best, "kernel_fro_norm"),
+        "kernel_fro_norm_last": at(last, "kernel_fro_norm"),
+        "T_SGD": at(last, "T_SGD"), "T_L2": at(last, "T_L2"), "T_adapt": at(last, "T_adapt"),
+        "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
+        "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
+        "torch_version": torch_version, **versions(),
+        "record_source": record_source, "schema_version": SCHEMA_VERSION,
+    }
+
+
+def versions() -> dict[str, str]:
+    """The software behind a record, but the training library's (the trainer adds it)."""
+    return {"python_version": platform.python_version(), "initmem_version": __version__,
+            "code_version": code_version()}
+
+
+@cache
+def code_version() -> str:
+    """The commit of the checkout this initmem runs from (`git describe --always
+    --dirty`): which code made a record, beyond the package version."""
+    try:
+        out = subprocess.run(["git", "-C", str(Path(__file__).parent), "describe", "--always",
+                              "--dirty", "--abbrev=12"], capture_output=True, text=True,
+                             timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def history_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _typed(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)), HISTORY_COLUMNS)
+
+
+def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _typed(pd.DataFrame(rows), summary_columns())
+
+
+_SPEC_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
+
+
+def summary_columns() -> dict[str, str]:
+    """Spec columns (derived from spec.Recipe, so they cannot drift) then outcomes."""
+    spec_cols = {"run_id": "string"}
+    for f in dataclasses.fields(Recipe):
+        spec_cols[f.name] = _SPEC_DTYPES[str(f.type).split(" | ")[0]]
+    return {**spec_cols, "sigma_w": "float64", "seed": "int64", **OUTCOME_COLUMNS}
+
+
+def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise RecordError(f"record lacks columns {missing}")
+    frame = frame[list(columns)]
+    return frame.astype({c: t for c, t in columns.items()})
+
+
+def write_records(out_dir: str | Path, history: pd.DataFrame, summary: dict[str, Any]) -> None:
+    """Write one run's history, then its summary (whose presence marks completion)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(history_frame(history.to_dict("records")), out / "history.parquet")
+    atomic_write_parquet(summary_frame([summary]), out / "summary.parquet")
+
+
+def content_digest(table: pa.Table) -> str:
+    """SHA-256 of a table's column names, null positions, values and key-value metadata
+    (pandas' dtypes; not the digest itself): what a reader gets, whatever the file's
+    encoding, chunking or string type."""
+    digest = hashlib.sha256()
+    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != DIGEST_KEY}
+    for key in sorted(metadata):
+        digest.update(key + b"\x1f" + metadata[key] + b"\x1e")
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+        values = column.to_numpy(zero_copy_only=False)[valid]
+        digest.update(name.encode() + b"\x1f" + np.packbits(valid).tobytes() + b"\x1f")
+        if values.dtype == object:  # strings
+            digest.update("\x1e".join(map(str, values)).encode())
+        else:
+            digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()
+
+
+def sealed(table: pa.Table) -> pa.Table:
+    """The table with its content digest in its key-value metadata."""
+    metadata = {**(table.schema.metadata or {}), DIGEST_KEY: content_digest(table).encode()}
+    return table.replace_schema_metadata(metadata)
+
+
+def read_sealed(path: Path) -> pa.Table:
+    """A record file whose checksum matches its content; RecordError names the file and
+    the fix otherwise."""
+    try:  # ParquetFile.read is ~3x faster than read_table on thousands of small files
+        table = pq.ParquetFile(path).read(use_threads=False)
+    except FileNotFoundError:
+        raise RecordError(f"{path}: missing; {REDO}") from None
+    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as err:
+        raise RecordError(f"{path}: unreadable ({err}); {REDO}") from None
+    return verified(table, path)
+
+
+REDO = ("delete its run folder and rerun the workflow to retrain the run, or restore it "
+        "from a runs archive (initmem archive unpack)")
+
+
+def verified(table: pa.Table, where: object) -> pa.Table:
+    """The table if its stored digest matches its content (RecordError otherwise)."""
+    stored = (table.schema.metadata or {}).get(DIGEST_KEY)
+    if stored is None:
+        raise RecordError(f"{where}: no initmem checksum (written by another tool or by an "
+                          f"initmem before record schema {SCHEMA_VERSION}); {REDO}")
+    try:
+        actual = content_digest(table)
+    except (pa.ArrowException, ValueError, UnicodeDecodeError) as err:
+        raise RecordError(f"{where}: unreadable ({err}); {REDO}") from None
+    if stored.decode(errors="replace") != actual:
+        raise RecordError(f"{where}: damaged (its content does not match its checksum); "
+                          f"{REDO}")
+    return table
+
+
+def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    table = sealed(pa.Table.from_pandas(frame, preserve_index=False))
+    atomic_write_bytes(path, lambda fh: pq.write_table(table, fh))
+
+
+def atomic_write_bytes(path: Path, write: Any) -> None:
+    """Write a file by `write(fh)` into a temporary file, fsync, then rename it into
+    place (mode 0644): a crash leaves the old file or the new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are read by the whole group
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_records(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(history, summary) of one run; RecordError names the file if either is bad."""
+    run_dir = Path(run_dir)
+    history = _read(run_dir / "history.parquet", HISTORY_COLUMNS)
+    summary = _read(run_dir / "summary.parquet", summary_columns())
+    version = int(summary["schema_version"].iloc[0])
+    if version != SCHEMA_VERSION:
+        raise RecordError(f"{run_dir / 'summary.parquet'}: schema_version {version}, "
+                          f"this initmem reads {SCHEMA_VERSION}")
+    return history, summary
+
+
+def _read(path: Path, columns: dict[str, str]) -> pd.DataFrame:
+    frame = read_sealed(path).to_pandas()
+    try:
+        return _typed(frame, columns)
+    except (RecordError, ValueError, TypeError) as err:
+        raise RecordError(f"{path}: {err}") from None
+
+
+RECORD_FILES = ("history.parquet", "summary.parquet")
+
+
+def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa.Table]:
+    """(summaries, histories) of the runs that have records under root, in run order.
+    A run has records when its summary.parquet exists (written last, atomically); every
+    file's checksum is verified, and damaged files are listed together in one error."""
+    root = Path(root)
+    summaries, histories, damaged = [], [], []
+    for run in runs:
+        folder = root / run.run_dir
+        if not (folder / "summary.parquet").exists():
+            continue
+        try:
+            tables = [read_sealed(folder / name) for name in RECORD_FILES]
+        except RecordError as err:
+            damaged.append(str(err))
+            continue
+        summaries.append(tables[1])
+        histories.append(tables[0])
+    if damaged:
+        shown = "\n  ".join(damaged[:20])
+        more = f"\n  and {len(damaged) - 20} more" if len(damaged) > 20 else ""
+        raise RecordError(f"{len(damaged)} run(s) have damaged records:\n  {shown}{more}")
+    return concat(summaries, summary_columns()), concat(histories, HISTORY_COLUMNS)
+
+
+def concat(tables: list[pa.Table], columns: dict[str, str]) -> pa.Table:
+    """One table from many record files (schema of the record dtypes when there are none)."""
+    if not tables:
+        return pa.Table.from_pandas(pd.DataFrame(columns=list(columns)).astype(columns),
+                                    preserve_index=False)
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise RecordError(f"record files disagree on their schema: {err}") from None

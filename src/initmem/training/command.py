@@ -1,0 +1,198 @@
+"""The `train` command: one pack spec in, one record folder per run out.
+
+It resumes from the pack's checkpoint when one exists. On SIGTERM or SIGUSR1 (what SLURM
+sends at preemption and, with --signal, before the time limit) it finishes the update in
+flight, writes a checkpoint and exits with PREEMPTED_EXIT so the job can be requeued.
+A pack that runs out of GPU memory trains as two halves, recursively (halves_after_oom).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from initmem.errors import InputError
+from initmem.plan.spec import Pack, Recipe, Run
+from initmem.training import checkpoint, data
+from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
+
+log = logging.getLogger("initmem.train")
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
+CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
+# The archs whose steps run faster with NHWC activations on CPU (README "Performance",
+# bench/bench_training.py); for the others contiguous activations are as fast or faster.
+CPU_CHANNELS_LAST = ("resnet9", "r9_avgpool")
+
+
+def resolve_device(name: str, deterministic: bool = True) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("device=cuda asked for, but torch sees no CUDA device; "
+                         "use --device cpu or auto")
+    device = torch.device(name)
+    if device.type == "cuda":
+        # TensorFlow's and PyTorch's defaults on Ampere+: TF32 convolutions and matmuls.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        # Run-to-run equality where the kernels allow it; the records note the settings.
+        torch.backends.cudnn.deterministic = deterministic
+        torch.backends.cudnn.benchmark = not deterministic
+        torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    return device
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        precision = "float32 (TF32 convolutions and matmuls allowed)"
+    else:
+        name, precision = "cpu", "float32"
+    return (f"device={device} ({name}), precision={precision}, "
+            f"threads={torch.get_num_threads()}, torch={torch.__version__}; "
+            f"{determinism_settings(device)}")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="pack spec (YAML/JSON: recipe + runs)")
+    parser.add_argument("out_dir", type=Path, help="records go to OUT_DIR/<run_dir>/")
+    parser.add_argument("--data-root", type=Path, default=Path("data/cifar10"),
+                        help="CIFAR-10 root in torchvision layout (default: data/cifar10)")
+    parser.add_argument("--download", action="store_true",
+                        help="download CIFAR-10 if the root lacks it")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="accept a CIFAR-10 copy that fails the official MD5 sums")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="checkpoint folder root (default OUT_DIR/.checkpoints); the "
+                             "pack's checkpoints go to a subfolder named by its content hash")
+    parser.add_argument("--checkpoint-every", type=float, default=600.0, metavar="SECONDS",
+                        help="checkpoint interval within an epoch (default 600 s); every "
+                             "epoch end is checkpointed too")
+    parser.add_argument("--keep-checkpoint", action="store_true",
+                        help="keep the final checkpoint (the trained weights) after success")
+    parser.add_argument("--packed-on-cpu", action="store_true",
+                        help="on CPU, train the whole pack at once even when it is large")
+    parser.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
+                        help="replay each full-batch update as a CUDA graph, checked against "
+                             "an eager update when captured (auto: on CUDA)")
+    parser.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto",
+                        help="NHWC activations (auto: on CUDA, as NVIDIA advises for cuDNN's "
+                             "tensor cores, and on CPU for the archs it measured "
+                             "faster there: resnet9, r9_avgpool)")
+    parser.add_argument("--nondeterministic", action="store_true",
+                        help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cpu_parts(pack: Pack) -> list[Pack]:
+    """On CPU, packs of more than CPU_PACK_IMAGES images per step train slower than the
+    same runs one after another (their activations outgrow the caches; README
+    "Performance"), so they train as consecutive sub-packs."""
+    return sub_packs(pack.recipe, pack.runs, max(1, CPU_PACK_IMAGES // pack.recipe.b))
+
+
+def sub_packs(recipe: Recipe, runs: Sequence[Run], size: int) -> list[Pack]:
+    """Consecutive packs of at most `size` of the runs, in order."""
+    return [Pack(recipe, tuple(runs[i:i + size])) for i in range(0, len(runs), size)]
+
+
+def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
+                channels_last: str) -> dict[str, bool]:
+    """The step's speed paths from the auto/on/off options (results never depend on them:
+    tests/test_step.py). auto: CUDA graphs on CUDA; channels_last on CUDA, and on CPU for
+    the archs where it measured faster (CPU_CHANNELS_LAST)."""
+    cuda = device.type == "cuda"
+    if cuda_graphs == "on" and not cuda:
+        raise InputError(f"--cuda-graphs on is not allowed on device {device}: CUDA graphs "
+                         "need a CUDA device; use auto or off")
+    nhwc_auto = cuda or arch in CPU_CHANNELS_LAST
+    return {"cuda_graph": cuda_graphs == "on" or (cuda_graphs == "auto" and cuda),
+            "channels_last": channels_last == "on" or (channels_last == "auto" and nhwc_auto)}
+
+
+def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
+               device: torch.device, root: Path, speed: dict[str, bool],
+               stop: dict) -> list[dict]:
+    """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
+    trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
+                          checkpoint_every_s=args.checkpoint_every,
+                          progress=not args.no_progress, **speed)
+    trainer.stop_requested = stop["requested"]
+    stop["trainer"] = trainer
+    return trainer.run().summaries
+
+
+def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pack]:
+    """A pack that ran out of GPU memory trains as two sub-packs of its unfinished runs
+    (memory use is set by the first updates, so nothing has usually been trained yet; a
+    checkpoint of the whole pack cannot be resumed by its halves)."""
+    runs = [r for r in part.runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+    r = part.recipe
+    if len(runs) <= 1:
+        raise InputError(f"one run of {r.recipe_id} (arch={r.arch}, width={r.width:g}, "
+                         f"b={r.b}) does not fit in the memory of {device}; b and width are "
+                         "the experiment's, so it needs a device with more memory")
+    half = (len(runs) + 1) // 2
+    log.warning("pack of %d runs ran out of GPU memory: training its %d unfinished runs as "
+                "sub-packs of %d and %d (a smaller execution.pack_size avoids the failed "
+                "attempt)", len(part.runs), len(runs), half, len(runs) - half)
+    return sub_packs(r, runs, half)
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    pack = Pack.load(args.spec)
+    device = resolve_device(args.device, deterministic=not args.nondeterministic)
+    speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
+    log.info("%s; cuda_graph=%s, channels_last=%s", describe_device(device),
+             speed["cuda_graph"], speed["channels_last"])
+    splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
+                              allow_unverified=args.allow_unverified, device=device)
+    root = args.checkpoint_dir or args.out_dir / ".checkpoints"
+    log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
+             pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
+             pack.recipe.epochs, pack.recipe.steps_per_epoch, root)
+    parts = cpu_parts(pack) if device.type == "cpu" and not args.packed_on_cpu else [pack]
+    if len(parts) > 1:
+        log.info("cpu: training it as %d consecutive sub-packs of at most %d runs (more "
+                 "than %d images per step train slower packed than sequentially on CPU; "
+                 "--packed-on-cpu overrides)", len(parts), len(parts[0].runs),
+                 CPU_PACK_IMAGES)
+    stop = {"requested": False, "trainer": None}
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.warning("received %s: checkpointing after the current update",
+                    signal.Signals(signum).name)
+        stop["requested"] = True
+        if stop["trainer"] is not None:
+            stop["trainer"].stop_requested = True
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, request_stop)
+    summaries, queue, trained = [], list(parts), []
+    while queue:  # finished parts keep their final checkpoint until the pack is done
+        part = queue.pop(0)
+        trained.append(part)
+        try:
+            summaries += train_part(part, splits, args, device, root, speed, stop)
+        except Preempted as err:
+            log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
+            return PREEMPTED_EXIT
+        except torch.cuda.OutOfMemoryError:
+            queue[:0] = halves_after_oom(part, args.out_dir, device)
+        stop["trainer"] = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # a failed part's memory, before the next part
+    if not args.keep_checkpoint:
+        for part in trained:
+            checkpoint.remove(root / part.key)
+    for s in summaries:
+        log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
+                 s["tau_best"], s["test_acc_best"])
+    return 0

@@ -1,0 +1,324 @@
+"""Data stage: CIFAR-10 (or a synthetic stand-in) as tensors on the training device,
+batched per-image augmentation, and the per-run random streams.
+
+Images are stored as uint8 (N, 3, 32, 32) on the device, a quarter of the memory of
+float32; `as_float` turns a batch into float32 pixels in [0, 1] (no mean/std
+normalisation, as in the paper). Labels are int64.
+
+The fixed split: `numpy.random.RandomState(42).permutation(50_000)` of the training
+images (in file order, data_batch_1..5); its first 10,000 entries are the validation
+set, the remaining 40,000 (in permuted order) the training set. The paper's own Keras/TF
+permutation cannot be recovered, so this is our definition; RandomState is numpy's
+stream with a stability guarantee across versions. Subsets (`Recipe.train_subset`,
+`Recipe.eval_subset`) are the first n of these orders; the test set is shuffled by
+RandomState(42).permutation(10_000) so that its subsets are fair samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from initmem.errors import InputError
+from initmem.plan.spec import SYNTHETIC_TRAIN_SIZE, Recipe
+
+FOLDER = "cifar-10-batches-py"
+# Official MD5 sums, as torchvision's CIFAR10 lists them (copied to avoid importing
+# torchvision on every load; test_data checks they stay equal).
+MD5 = {
+    "data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "data_batch_4": "634d18415352ddfa80567beed471001a",
+    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "test_batch": "40351d587109b95175f43aff81a1287e",
+    "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+}
+TRAIN_FILES = tuple(f"data_batch_{k}" for k in range(1, 6))
+SPLIT_SEED = 42
+EVAL_SIZE = 10_000  # validation and test images
+PAD = 4  # reflect padding of the random crop
+STREAMS = ("init", "order", "augment")  # append only: a stream's seed depends on its index
+SYNTHETIC_SEED = 0
+SYNTHETIC_EVAL_SIZE = 500  # synthetic validation and test images unless eval_subset says
+SYNTHETIC_BLOCK = 500  # images generated per block: the first n never depend on the total
+SYNTHETIC_NUISANCE = 1.5  # class-free vs class pattern: nearest class mean ~90%, not 100%
+
+
+class DataError(InputError):
+    """The data cannot be loaded; the message says which file or setting and what to do."""
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Train/validation/test images (uint8, N x 3 x 32 x 32) and int64 labels, on one device."""
+
+    train_x: Tensor
+    train_y: Tensor
+    val_x: Tensor
+    val_y: Tensor
+    test_x: Tensor
+    test_y: Tensor
+    source: str  # provenance, e.g. "cifar10 (MD5 verified)"
+
+
+def as_float(x: Tensor) -> Tensor:
+    """A uint8 image batch as pixels in [0, 1], in torch's default dtype (float32; the
+    pack-equivalence test raises it to float64)."""
+    return x.to(torch.get_default_dtype()).div_(255)
+
+
+def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = False,
+                allow_unverified: bool = False, device: str | torch.device = "cpu") -> Splits:
+    """The recipe's data set (cut to its subsets) as tensors on `device`.
+
+    dataset "cifar10" reads `<root>/cifar-10-batches-py` (downloading it first when
+    `download`); "synthetic" generates `synthetic_splits` and ignores `root` (may be None).
+    """
+    synthetic = recipe.dataset == "synthetic"
+    n_eval = recipe.eval_subset or (SYNTHETIC_EVAL_SIZE if synthetic else EVAL_SIZE)
+    if synthetic:
+        arrays = synthetic_splits(recipe.n_train, n_eval, n_eval)
+        source = f"synthetic (seed {SYNTHETIC_SEED})"
+    elif root is None:
+        raise DataError("dataset cifar10 needs a root folder (config data.root, --data-root)")
+    else:
+        arrays, source = _cifar10_splits(Path(root), download, allow_unverified)
+    cut = []
+    for (x, y), n, name in zip(arrays, (recipe.n_train, n_eval, n_eval),
+                               ("train", "validation", "test"), strict=True):
+        if n > len(y):
+            raise DataError(f"the recipe asks for {n} {name} images but {source} has "
+                            f"{len(y)}; set train_subset/eval_subset to at most {len(y)}")
+        cut += [x[:n].to(device), y[:n].to(device)]
+    return Splits(*cut, source=source)
+
+
+# ----------------------------------------------------------------------------- CIFAR-10
+
+def split_indices(n_total: int = 5 * EVAL_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) indices into the training files: RandomState(42) permutation,
+    the first fifth (10,000 of 50,000) held out for validation."""
+    perm = np.random.RandomState(SPLIT_SEED).permutation(n_total)
+    return perm[n_total // 5:], perm[:n_total // 5]
+
+
+def test_indices(n_test: int = EVAL_SIZE) -> np.ndarray:
+    """A fixed shuffle of the test set, so that an eval_subset is a fair sample even from
+    a copy whose test file is sorted by class (the JPEG-derived one is)."""
+    return np.random.RandomState(SPLIT_SEED).permutation(n_test)
+
+
+def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
+    folder = root / FOLDER
+    if download and _unverified(folder):
+        _download(root)
+    if not folder.is_dir():
+        raise DataError(f"CIFAR-10 not found: {folder} does not exist. {_how_to_get(root)}")
+    missing = [name for name in MD5 if not (folder / name).is_file()]
+    if missing:
+        raise DataError(f"CIFAR-10 copy in {folder} is incomplete: missing "
+                        f"{', '.join(missing)}. {_how_to_get(root)}")
+    failing = _unverified(folder)
+    if failing and not allow_unverified:
+        raise DataError(
+            f"CIFAR-10 copy in {folder} does not match the official MD5 sums: "
+            f"{', '.join(str(folder / n) for n in failing)}. To accept an unverified copy "
+            "(such as the JPEG-derived one built from ../shared), set data.allow_unverified: "
+            "true in config.yaml or pass --allow-unverified (allow_unverified=True).")
+    if failing:
+        warnings.warn(f"using an unverified CIFAR-10 copy ({folder}): {', '.join(failing)} "
+                      "differ from the official release", stacklevel=3)
+    train_x, train_y = map(np.concatenate, zip(*(_read_batch(folder / f) for f in TRAIN_FILES),
+                                               strict=True))
+    test_x, test_y = _read_batch(folder / "test_batch")
+    train, val = split_indices(len(train_y))
+    test = test_indices(len(test_y))
+    source = "cifar10 (" + ("unverified copy" if failing else "MD5 verified") + ")"
+    return [_tensors(train_x[train], train_y[train]), _tensors(train_x[val], train_y[val]),
+            _tensors(test_x[test], test_y[test])], source
+
+
+def _how_to_get(root: Path) -> str:
+    return ("Either download it (download=True, config data.download: true; needs network "
+            "access), build a local copy from ../shared with `python3 ../shared/data/"
+            f"make_cifar10_batches.py {root}` (then allow it with data.allow_unverified / "
+            "--allow-unverified: its pixels went through JPEG), point the `root` setting "
+            "(config data.root, --data-root) at an existing copy, or choose the synthetic "
+            "data set (recipe dataset: synthetic).")
+
+
+def _unverified(folder: Path) -> list[str]:
+    """Names of the files that are missing or differ from the official MD5 sums."""
+    return [name for name, md5 in MD5.items()
+            if not (folder / name).is_file() or _md5(folder / name) != md5]
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download(root: Path) -> None:
+    from torchvision.datasets import CIFAR10  # only here: torchvision is slow to import
+
+    try:
+        CIFAR10(str(root), train=True, download=True)
+    except Exception as err:  # any network or archive failure means the same to the user
+        raise DataError(
+            f"downloading CIFAR-10 from {CIFAR10.url} into {root} failed: {err}. Without "
+            "network access, point the `root` setting (data.root, --data-root) at a local "
+            f"copy (build one with `python3 ../shared/data/make_cifar10_batches.py {root}` and "
+            "allow it with data.allow_unverified), or choose the synthetic data set "
+            "(recipe dataset: synthetic).") from err
+
+
+def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Images (n, 3072) uint8 and labels (n,) of one pickled batch, checked for shape."""
+    try:
+        with open(path, "rb") as fh:
+            entry = pickle.load(fh, encoding="latin1")
+        x = np.asarray(entry["data"])
+        y = np.asarray(entry["labels"], dtype=np.int64)
+    except Exception as err:  # truncated or foreign file: pickle raises many kinds
+        raise DataError(f"CIFAR-10 file {path} is corrupt or truncated ({err!r}); "
+                        "rebuild or re-download the copy") from err
+    if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or y.shape != (len(x),) \
+            or (y.size and (y.min() < 0 or y.max() > 9)):
+        raise DataError(f"CIFAR-10 file {path} has unexpected contents: data {x.dtype} "
+                        f"{x.shape}, {y.size} labels; expected uint8 (n, 3072) and n labels "
+                        "in 0..9")
+    return x, y
+
+
+def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[Tensor, Tensor]:
+    return torch.from_numpy(x.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(y)
+
+
+# ---------------------------------------------------------------------------- synthetic
+
+def synthetic_splits(n_train: int = SYNTHETIC_TRAIN_SIZE, n_val: int = SYNTHETIC_EVAL_SIZE,
+                     n_test: int = SYNTHETIC_EVAL_SIZE,
+                     seed: int = SYNTHETIC_SEED) -> list[tuple[Tensor, Tensor]]:
+    """A learnable CIFAR-shaped stand-in: [(x, y)] for train, validation, test.
+
+    Each class owns a smooth colour pattern (a random 3 x 4 x 4 grid upsampled to 32 x 32);
+    an image is its class pattern plus a random smooth pattern of the same kind (so
+    classes overlap and a linear read-out is good but not perfect), shifted by up to 4
+    pixels, plus pixel noise, quantised to uint8. Deterministic from `seed`; generated in
+    blocks, so the first n images of a split do not depend on the size asked for.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    templates = torch.randn(10, 3, 4, 4, generator=gen)
+    return [_synthetic_split(templates, n, seed, part) for part, n in
+            enumerate((n_train, n_val, n_test))]
+
+
+def _synthetic_split(templates: Tensor, n: int, seed: int, part: int) -> tuple[Tensor, Tensor]:
+    xs, ys = [], []
+    for block in range(math.ceil(n / SYNTHETIC_BLOCK)):
+        gen = torch.Generator().manual_seed(_stream_seed(seed, 1 + part, block))
+        y = torch.randint(0, 10, (SYNTHETIC_BLOCK,), generator=gen)
+        nuisance = torch.randn(SYNTHETIC_BLOCK, 3, 4, 4, generator=gen)
+        coarse = (templates[y] + SYNTHETIC_NUISANCE * nuisance) / math.hypot(1, SYNTHETIC_NUISANCE)
+        smooth = F.interpolate(coarse, size=(32, 32), mode="bilinear", align_corners=False)
+        shifts = torch.randint(0, 2 * PAD + 1, (SYNTHETIC_BLOCK, 2), generator=gen)
+        no_flip = torch.zeros(SYNTHETIC_BLOCK, dtype=torch.bool)
+        smooth = crop_flip(smooth, shifts, no_flip)
+        noise = torch.randn(SYNTHETIC_BLOCK, 3, 32, 32, generator=gen)
+        x = (0.5 + 0.15 * smooth + 0.1 * noise).clamp(0, 1)
+        xs.append((x * 255).round().to(torch.uint8))
+        ys.append(y)
+    return torch.cat(xs)[:n], torch.cat(ys)[:n]
+
+
+# ------------------------------------------------------------------------- augmentation
+
+def crop_flip(x: Tensor, offsets: Tensor, flips: Tensor, pad: int = PAD) -> Tensor:
+    """Per image: flip horizontally where `flips`, reflect-pad by `pad`, crop back to
+    H x W at (row, col) `offsets` in [0, 2 pad]. One gather, no padded copy, any dtype.
+
+    x (M, C, H, W); offsets (M, 2) int; flips (M,) bool. Offsets (pad, pad) unflipped is
+    the identity. Reflect padding mirrors without repeating the edge (as torch's "reflect").
+    """
+    m, c, h, w = x.shape
+    rows = _reflect(torch.arange(h, device=x.device) + offsets[:, :1] - pad, h)
+    cols = _reflect(torch.arange(w, device=x.device) + offsets[:, 1:] - pad, w)
+    cols = torch.where(flips[:, None], w - 1 - cols, cols)
+    index = (rows[:, :, None] * w + cols[:, None, :]).reshape(m, 1, h * w).expand(m, c, h * w)
+    return x.reshape(m, c, h * w).gather(2, index).reshape(m, c, h, w)
+
+
+def _reflect(i: Tensor, n: int) -> Tensor:
+    """Index into a length-n axis after reflect padding (valid for |overhang| < n)."""
+    i = i.abs()
+    return torch.where(i > n - 1, 2 * (n - 1) - i, i)
+
+
+def epoch_augmentations(n_images: int, generators: Sequence[torch.Generator]) -> Tensor:
+    """One epoch's augmentation draws per run, (N, n_images, 3) int64: for every slot of
+    the epoch's order a flip (0/1) and a (row, col) crop offset in [0, 2 PAD]. Row i comes
+    from generators[i] alone (n flips, then n offset pairs), so a run's augmentation is
+    the same alone or in any pack. Drawn once per epoch, as the order is: per step that
+    would be 2N small kernel launches outside the step's CUDA graph."""
+    draws = []
+    for gen in generators:
+        flips = torch.randint(0, 2, (n_images, 1), generator=gen, device=gen.device)
+        offsets = torch.randint(0, 2 * PAD + 1, (n_images, 2), generator=gen, device=gen.device)
+        draws.append(torch.cat([flips, offsets], dim=1))
+    return torch.stack(draws)
+
+
+def augment(x: Tensor, draws: Tensor) -> Tensor:
+    """Random flip, 4-pixel reflect pad and random crop of a pack's batch x (N, B, C, H, W)
+    by its slice (N, B, 3) of the epoch's augmentation draws."""
+    draws = draws.flatten(0, 1)
+    out = crop_flip(x.flatten(0, 1), draws[:, 1:], draws[:, 0].bool())
+    return out.reshape(x.shape)
+
+
+# ------------------------------------------------------------------ order and streams
+
+def epoch_permutations(n_train: int, generators: Sequence[torch.Generator]) -> Tensor:
+    """One epoch's example order per run, (N, n_train), row i from generators[i]; call
+    once per epoch (Keras reshuffles every epoch)."""
+    return torch.stack([torch.randperm(n_train, generator=g, device=g.device)
+                        for g in generators])
+
+
+def minibatches(b: int, *plans: Tensor) -> Iterator[tuple[Tensor, ...]]:
+    """Consecutive slices of b slots of each of the epoch's plans, all (N, n, ...): its
+    order and, with augmentation, its draws. The last partial batch is kept, so an epoch
+    has ceil(n / b) steps as in Keras."""
+    for start in range(0, plans[0].shape[1], b):
+        yield tuple(plan[:, start:start + b] for plan in plans)
+
+
+def run_generators(seed: int, device: str | torch.device = "cpu") -> dict[str, torch.Generator]:
+    """Independent generators "init", "order" and "augment" of one run, on `device`.
+
+    Stream k (its index in STREAMS) is seeded with the first 64-bit word of numpy's
+    SeedSequence(seed, spawn_key=(k,)), i.e. SeedSequence(seed).spawn(...)[k]: a hash
+    of the run's seed and the stream alone, never of the pack it trains in.
+    """
+    return {name: torch.Generator(device=device).manual_seed(_stream_seed(seed, k))
+            for k, name in enumerate(STREAMS)}
+
+
+def _stream_seed(seed: int, *key: int) -> int:
+    state = np.random.SeedSequence(seed, spawn_key=key).generate_state(1, np.uint64)
+    return int(state[0])
+

@@ -1,0 +1,261 @@
+"""Packed ResNets with Keras semantics: N independent networks in one module.
+
+Every parameter has a leading run dimension N. Runs never mix: convolutions are grouped
+(groups=N over channel-stacked inputs), normalisation is per run and channel, and the
+dense layer is a batched matmul. So a pack of N equals N runs trained alone, and N=1 is
+the same code path.
+
+Activations are (B, N*C, H, W): run i owns channels [i*C, (i+1)*C).
+Keras details kept: every conv/dense has a bias; BatchNormalization momentum 0.99,
+epsilon 1e-3 and *biased* batch variance in the moving average; LayerNormalization over
+the channels of each pixel, epsilon 1e-3; "same" padding as TensorFlow computes it
+(for stride 2, the extra row/column goes at the bottom/right).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from initmem.plan.spec import Recipe
+
+BN_MOMENTUM = 0.99
+NORM_EPSILON = 1e-3
+BIAS_STD = 0.2
+NUM_CLASSES = 10
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TensorFlow 'same': total pad so that out = ceil(size / stride), extra at the end."""
+    total = max((math.ceil(size / stride) - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+class PackedConv2d(nn.Module):
+    def __init__(self, n: int, c_in: int, c_out: int, kernel: int = 3, stride: int = 1):
+        super().__init__()
+        self.n, self.stride = n, stride
+        self.kernel = nn.Parameter(torch.empty(n, c_out, c_in, kernel, kernel))
+        self.bias = nn.Parameter(torch.empty(n, c_out))
+
+    def forward(self, x: Tensor) -> Tensor:
+        k = self.kernel.shape[-1]
+        top, bottom = same_padding(x.shape[-2], k, self.stride)
+        left, right = same_padding(x.shape[-1], k, self.stride)
+        if (top, left) == (bottom, right):
+            padding = (top, left)
+        else:
+            x, padding = F.pad(x, (left, right, top, bottom)), (0, 0)
+        weight = self.kernel.flatten(0, 1)
+        return F.conv2d(x, weight, self.bias.flatten(), self.stride, padding, groups=self.n)
+
+
+class PackedDense(nn.Module):
+    def __init__(self, n: int, d_in: int, d_out: int):
+        super().__init__()
+        self.kernel = nn.Parameter(torch.empty(n, d_out, d_in))
+        self.bias = nn.Parameter(torch.empty(n, d_out))
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, N, d_in) -> (N, B, d_out)
+        return torch.baddbmm(self.bias.unsqueeze(1), x.transpose(0, 1),
+                             self.kernel.transpose(1, 2))
+
+
+class KerasBatchNorm(nn.Module):
+    """Keras BatchNormalization per run and channel (moving stats use biased variance)."""
+
+    def __init__(self, n: int, channels: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(n, channels))
+        self.beta = nn.Parameter(torch.zeros(n, channels))
+        self.register_buffer("moving_mean", torch.zeros(n, channels))
+        self.register_buffer("moving_variance", torch.ones(n, channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training:
+            return F.batch_norm(x, self.moving_mean.flatten(), self.moving_variance.flatten(),
+                                self.gamma.flatten(), self.beta.flatten(), False, 0.0,
+                                NORM_EPSILON)
+        with torch.no_grad():
+            var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+            self.moving_mean.lerp_(mean.view_as(self.moving_mean), 1 - BN_MOMENTUM)
+            self.moving_variance.lerp_(var.view_as(self.moving_variance), 1 - BN_MOMENTUM)
+        return F.batch_norm(x, None, None, self.gamma.flatten(), self.beta.flatten(), True,
+                            0.0, NORM_EPSILON)
+
+
+class KerasLayerNorm(nn.Module):
+    """Keras LayerNormalization on NHWC maps: over the channels of each pixel, per run."""
+
+    def __init__(self, n: int, channels: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(n, channels))
+        self.beta = nn.Parameter(torch.zeros(n, channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, _, h, w = x.shape
+        n, c = self.gamma.shape
+        x = x.view(batch, n, c, h, w)
+        var, mean = torch.var_mean(x, dim=2, keepdim=True, correction=0)
+        x = (x - mean) * torch.rsqrt(var + NORM_EPSILON)
+        x = x * self.gamma.view(1, n, c, 1, 1) + self.beta.view(1, n, c, 1, 1)
+        return x.view(batch, n * c, h, w)
+
+
+class ConvNormReLU(nn.Sequential):
+    def __init__(self, n: int, c_in: int, c_out: int, norm: str, kernel: int = 3,
+                 stride: int = 1, relu: bool = True):
+        norm_layer = KerasBatchNorm if norm == "batch" else KerasLayerNorm
+        layers = [PackedConv2d(n, c_in, c_out, kernel, stride), norm_layer(n, c_out)]
+        super().__init__(*layers, *([nn.ReLU()] if relu else []))
+
+
+class Residual(nn.Module):
+    """ResNet-9's residual: x + f(x), no activation after the sum."""
+
+    def __init__(self, *layers: nn.Module):
+        super().__init__()
+        self.f = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.f(x)
+
+
+class BasicBlock(nn.Module):
+    """Keras resnet_v1 block: conv-BN-ReLU-conv-BN, + shortcut (1x1 conv at stage change), ReLU."""
+
+    def __init__(self, n: int, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.f = nn.Sequential(ConvNormReLU(n, c_in, c_out, "batch", stride=stride),
+                               ConvNormReLU(n, c_out, c_out, "batch", relu=False))
+        self.shortcut = (PackedConv2d(n, c_in, c_out, 1, stride)
+                         if stride != 1 or c_in != c_out else nn.Identity())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(self.f(x) + self.shortcut(x))
+
+
+class PackedNet(nn.Module):
+    def __init__(self, n: int, body: nn.Module, pool: str, features: int):
+        super().__init__()
+        self.n, self.pool = n, pool
+        # NHWC activations (NVIDIA advises them for cuDNN's tensor cores). Layout only, the
+        # values are the same (tests/test_step.py); the trainer sets it (README "Performance").
+        self.channels_last = False
+        self.body = body
+        self.dense = PackedDense(n, features, NUM_CLASSES)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: (N, B, 3, H, W), one batch per run, or (B, 3, H, W) shared; -> (N, B, 10)."""
+        shared = x.dim() == 4
+        x = x.repeat(1, self.n, 1, 1) if shared else x.transpose(0, 1).flatten(1, 2)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x = self.body(x)
+        x = x.amax(dim=(2, 3)) if self.pool == "max" else x.mean(dim=(2, 3))
+        return self.dense(x.view(x.shape[0], self.n, -1))
+
+    def kernels(self) -> list[Tensor]:
+        """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on."""
+        return [p for name, p in self.named_parameters() if name.endswith("kernel")]
+
+    def kernel_sq_norm(self) -> Tensor:
+        """sum of squared kernel entries per run, shape (N,): what Keras' L2 penalises."""
+        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels()]).sum(0)
+
+    def kernel_fro_norm(self) -> Tensor:
+        """||W||_F per run, shape (N,)."""
+        return self.kernel_sq_norm().sqrt()
+
+    @torch.no_grad()
+    def init_(self, sigma_ws: Sequence[float], generators: Sequence[torch.Generator]) -> None:
+        """Kernels ~ N(0, sigma_w^2 / fan_in), biases ~ N(0, 0.2^2), drawn per run from its
+        own generator (on the CPU, so the draws do not depend on the training device)."""
+        for i, (sigma_w, gen) in enumerate(zip(sigma_ws, generators, strict=True)):
+            for name, p in self.named_parameters():
+                if name.endswith("kernel"):
+                    fan_in = p[i].shape[1:].numel()
+                    std = sigma_w / math.sqrt(fan_in)
+                elif name.endswith("bias"):
+                    std = BIAS_STD
+                else:
+                    continue
+                draw = torch.randn(p[i].shape, generator=gen, dtype=torch.float32)
+                p[i].copy_(draw * std)
+
+
+def _c(channels: int, width: float) -> int:
+    return max(1, round(channels * width))
+
+
+def resnet9_body(n: int, width: float, norm: str) -> tuple[nn.Module, int]:
+    """The DAWNBench ResNet-9: prep 64; 128+pool+res; 256+pool; 512+pool+res."""
+    c64, c128, c256, c512 = (_c(c, width) for c in (64, 128, 256, 512))
+
+    def block(c_in: int, c_out: int) -> nn.Sequential:
+        return ConvNormReLU(n, c_in, c_out, norm)
+
+    body = nn.Sequential(
+        block(3, c64),
+        block(c64, c128), nn.MaxPool2d(2),
+        Residual(block(c128, c128), block(c128, c128)),
+        block(c128, c256), nn.MaxPool2d(2),
+        block(c256, c512), nn.MaxPool2d(2),
+        Residual(block(c512, c512), block(c512, c512)),
+    )
+    return body, c512
+
+
+def cifar_resnet_body(n: int, width: float, depth: int) -> tuple[nn.Module, int]:
+    """He et al.'s CIFAR ResNet (6n+2 layers), as Keras' resnet_v1 example builds it."""
+    blocks = (depth - 2) // 6
+    widths = [_c(c, width) for c in (16, 32, 64)]
+    layers: list[nn.Module] = [ConvNormReLU(n, 3, widths[0], "batch")]
+    c_in = widths[0]
+    for stage, c_out in enumerate(widths):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            layers.append(BasicBlock(n, c_in, c_out, stride))
+            c_in = c_out
+    return nn.Sequential(*layers), c_in
+
+
+def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
+    """The recipe's architecture for a pack of n_runs (parameters uninitialised)."""
+    arch, width = recipe.arch, recipe.width
+    if arch in ("resnet9", "r9_avgpool", "resnet9_ln"):
+        body, features = resnet9_body(n_runs, width, "layer" if arch == "resnet9_ln" else "batch")
+        return PackedNet(n_runs, body, "avg" if arch == "r9_avgpool" else "max", features)
+    depth = {"resnet56": 56, "resnet110": 110}[arch]
+    body, features = cifar_resnet_body(n_runs, width, depth)
+    return PackedNet(n_runs, body, "avg", features)
+
+
+def keras_param_count(model: PackedNet) -> int:
+    """Parameters of one run as Keras prints them: trainable plus BatchNorm moving stats."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() for t in tensors) // model.n
+
+
+def train_flops_per_image(arch: str, width: float) -> int:
+    """FLOPs of one training step per image and run: 2 x 3 x the multiply-adds of the
+    forward conv and dense layers (backward costs about twice the forward). Normalisation,
+    activations, pooling and the optimizer are not counted, as is usual for peak fractions."""
+    model = build_model(Recipe(family="flops", arch=arch, optimizer="sgd", b=1, epochs=1,
+                               width=width), 1).eval()
+    macs = 0
+
+    def count(module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
+        nonlocal macs  # outputs of the one image, times the weights behind each output
+        macs += output[0].numel() * module.kernel[0, 0].numel()
+
+    for module in model.modules():
+        if isinstance(module, PackedConv2d | PackedDense):
+            module.register_forward_hook(count)
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32))
+    return 2 * 3 * macs

@@ -1,0 +1,113 @@
+"""What every optimizer shares: named packed parameters, per-parameter state slots, an
+update counter on the device, Keras' decoupled weight decay, and Keras' Adam math (Adam,
+AdamW and Muon's AdamW path use it).
+
+Every parameter has a leading run dimension N; every update is elementwise or batched
+over that dimension, so the runs of a pack stay independent. The math follows the Keras
+3.15 sources (keras/src/optimizers/), including the order of the floating-point
+operations where that costs nothing:
+
+- Weight decay (any optimizer with weight_decay > 0, as Keras' base optimizer does) is
+  decoupled and applied *before* the update, at the same rate: w <- w - w * lambda * eta_k,
+  to every trainable variable that has a gradient this step (biases and norm params too).
+- The step counter counts updates; Adam's bias correction uses t = iterations + 1, and a
+  parameter skipped for lack of a gradient still sees the counter advance. Like Keras it
+  computes beta^t and 1 - beta^t in float32: 1 - 0.999 is then 1.3e-5 off its exact value,
+  so early Adam steps differ from an exact-arithmetic Adam by ~6e-6 relative, as Keras'.
+- Adam: m <- m + (g - m)(1 - beta1); v <- v + (g^2 - v)(1 - beta2);
+  w <- w - (m * eta sqrt(1 - beta2^t) / (1 - beta1^t)) / (sqrt(v) + 1e-7)  ("epsilon hat").
+- The kernel L2 penalty is the training loop's job (added to the loss, so its gradient is
+  coupled through momentum and Adam), not the optimizer's.
+
+`step(lr)` never synchronises with the host: the step counter and all state live on the
+parameters' device (build the optimizer after moving the model), and lr may be a Python
+float or a 0-d tensor; for CUDA-graph capture pass a 0-d tensor on that device, updated in
+place, so the captured step reads the current rate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from initmem.errors import InputError
+from initmem.plan.spec import ADAM_BETA1, ADAM_BETA2
+
+ADAM_EPSILON = 1e-7
+LR = float | Tensor
+
+
+class Optimizer(ABC):
+    """Named parameters, per-parameter state slots and an update counter on the device."""
+
+    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float):
+        self.params = {name: p for name, p in named_params if p.requires_grad}
+        if not self.params:
+            raise ValueError("no trainable parameters to optimise")
+        self.weight_decay = weight_decay
+        device = next(iter(self.params.values())).device
+        self.iterations = torch.zeros((), dtype=torch.int64, device=device)
+        self.slots: dict[str, Tensor] = {}  # "<param name>:<slot>" -> state tensor
+
+    def _add_slot(self, slot: str, names: Iterable[str]) -> None:
+        for name in names:
+            self.slots[f"{name}:{slot}"] = torch.zeros_like(self.params[name])
+
+    def _live(self, names: Iterable[str]) -> list[str]:
+        """The names whose parameter has a gradient this step (Keras skips the others)."""
+        return [n for n in names if self.params[n].grad is not None]
+
+    def _tensors(self, names: list[str], *slots: str) -> list[list[Tensor]]:
+        """Parameters, their gradients, then each requested slot, as parallel lists."""
+        return [[self.params[n] for n in names], [self.params[n].grad for n in names],
+                *[[self.slots[f"{n}:{s}"] for n in names] for s in slots]]
+
+    @torch.no_grad()
+    def step(self, lr: LR) -> None:
+        """One update at rate lr: decoupled decay first (as Keras), then the update."""
+        live = self._live(self.params)
+        if self.weight_decay and live:
+            w = self._tensors(live)[0]
+            torch._foreach_sub_(w, torch._foreach_mul(w, lr * self.weight_decay))
+        self._update(lr)
+        self.iterations += 1
+
+    @abstractmethod
+    def _update(self, lr: LR) -> None:
+        """The optimizer's own update of every live parameter (after the decay)."""
+
+    def _adam(self, names: Iterable[str], lr: LR) -> None:
+        names = self._live(names)
+        if not names:
+            return
+        w, g, m, v = self._tensors(names, "m", "v")
+        t = (self.iterations + 1).float()
+        alpha = lr * torch.sqrt(1 - torch.pow(ADAM_BETA2, t)) / (1 - torch.pow(ADAM_BETA1, t))
+        torch._foreach_lerp_(m, g, 1 - ADAM_BETA1)  # m + (g - m)(1 - beta1), as Keras
+        torch._foreach_lerp_(v, torch._foreach_mul(g, g), 1 - ADAM_BETA2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_add_(denom, ADAM_EPSILON)
+        step = torch._foreach_mul(m, alpha)
+        torch._foreach_div_(step, denom)
+        torch._foreach_sub_(w, step)
+
+    def state_dict(self) -> dict[str, object]:
+        """Everything a bitwise resume needs: the counter and every slot (copies)."""
+        return {"iterations": self.iterations.clone(),
+                "slots": {key: t.clone() for key, t in self.slots.items()}}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Copy a state_dict in place (tensors keep their storage, e.g. for CUDA graphs)."""
+        slots = state["slots"]
+        if set(slots) != set(self.slots):
+            raise InputError(f"optimizer state has slots {sorted(slots)}; this optimizer "
+                             f"needs exactly {sorted(self.slots)}")
+        for key, t in slots.items():
+            if t.shape != self.slots[key].shape:
+                raise InputError(f"optimizer slot {key} has shape {tuple(t.shape)}; "
+                                 f"expected {tuple(self.slots[key].shape)}")
+            self.slots[key].copy_(t)
+        self.iterations.copy_(state["iterations"])

@@ -1,0 +1,45 @@
+"""Lion (Chen et al. 2023) as Keras 3's `keras.optimizers.Lion`: an extension the paper did
+not run, and the example of adding an optimizer (README, "Extending the study").
+
+    w <- w - eta sign(beta1 m + (1 - beta1) g);   m <- beta2 m + (1 - beta2) g
+
+beta1 = 0.9, beta2 = 0.99 (Keras' defaults); decoupled weight decay before the update, as
+for every Keras optimizer. Its update has the same size in every coordinate, like Adam's
+normalised step: an adaptive method in the paper's sense (config: adaptive: true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from initmem.plan.spec import Recipe
+from initmem.training.optimizers._base import LR, Optimizer
+
+LION_BETA1, LION_BETA2 = 0.9, 0.99
+
+
+class Lion(Optimizer):
+    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
+                 weight_decay: float = 0.0):
+        super().__init__(named_params, weight_decay)
+        self._add_slot("m", self.params)
+
+    def _update(self, lr: LR) -> None:
+        names = self._live(self.params)
+        if not names:
+            return
+        w, g, m = self._tensors(names, "m")
+        # Keras: m * beta1 + g * (1 - beta1), in that order
+        direction = torch._foreach_add(torch._foreach_mul(m, LION_BETA1),
+                                       torch._foreach_mul(g, 1.0 - LION_BETA1))
+        torch._foreach_sign_(direction)
+        torch._foreach_sub_(w, torch._foreach_mul(direction, lr))
+        torch._foreach_mul_(m, LION_BETA2)
+        torch._foreach_add_(m, torch._foreach_mul(g, 1.0 - LION_BETA2))
+
+
+def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Lion:
+    return Lion(named_params, recipe.weight_decay)

@@ -1,0 +1,16 @@
+"""Muon's orthogonalised update for conv kernels too (flattened per run to (out,
+in*kh*kw)); the output dense stays excluded. An extension experiment, never the paper's
+"Muon", which Keras routes entirely through AdamW on these networks (see muon.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from torch import nn
+
+from initmem.plan.spec import Recipe
+from initmem.training.optimizers.muon import Muon
+
+
+def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
+    return Muon(named_params, recipe.weight_decay, flatten_conv=True)

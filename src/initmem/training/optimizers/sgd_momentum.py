@@ -1,0 +1,15 @@
+"""Keras SGD with momentum: v <- mu v - eta g; w <- w + v (PyTorch's SGD applies today's
+rate to the whole buffer instead, which differs under a schedule)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from torch import nn
+
+from initmem.plan.spec import Recipe
+from initmem.training.optimizers.sgd import SGD
+
+
+def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
+    return SGD(named_params, recipe.momentum, recipe.weight_decay)

@@ -1,0 +1,329 @@
+"""Train one pack: N runs of one recipe, each with its own sigma_w and seed, at once.
+
+Per epoch and run it logs what Keras' `fit` logs (training metrics as running means in
+training mode; validation and test in inference mode), ||W||_F, the rate and the clocks
+T_SGD, T_L2, T_adapt. Metrics accumulate on the device and are read once per epoch.
+A run whose loss turns non-finite is recorded as diverged and stops; a run that early-stops
+stops; its records are written at once. The other runs go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.func import functional_call
+
+from initmem.plan.schedule import learning_rate
+from initmem.plan.spec import Pack, Run
+from initmem.records.files import history_frame, summarize, write_records
+from initmem.training import checkpoint, data
+from initmem.training.models import PackedNet, build_model
+from initmem.training.optimizers import build_optimizer
+from initmem.training.step import StepExecutor, cross_entropy, l2_penalty
+
+log = logging.getLogger("initmem.train")
+# Images per inference batch. On CPU each run is evaluated alone (grouped convolutions
+# ran inference 2-3x slower per run than N single convolutions, and batches of ~128 fit
+# the caches best); on a GPU the pack is evaluated at once.
+EVAL_BATCH = {"cpu": 128, "cuda": 1000}
+# What a checkpoint holds: tensors, numbers and the pack's spec as plain data, never an
+# initmem class (a pickled class ties a checkpoint to a module path). Bump on any change.
+CHECKPOINT_FORMAT = 3
+
+
+@torch.no_grad()
+def evaluate(model: PackedNet, x: Tensor, y: Tensor, l2: float,
+             single: PackedNet | None = None) -> tuple[Tensor, Tensor]:
+    """Per-run loss (+ L2 penalty, as Keras' val_loss) and accuracy in inference mode.
+    With `single` (the architecture built for one run) each run is evaluated alone through
+    it, with the pack's parameters and moving statistics: the CPU's faster path."""
+    model.eval()
+    loss_sum = torch.zeros(model.n, device=x.device)
+    correct = torch.zeros(model.n, device=x.device)
+    forward = model if single is None or model.n == 1 else _run_by_run(model, single)
+    batch = EVAL_BATCH[x.device.type]
+    for start in range(0, len(x), batch):
+        xb = data.as_float(x[start:start + batch])
+        yb = y[start:start + batch].expand(model.n, -1)
+        logits = forward(xb)
+        loss_sum += cross_entropy(logits, yb) * len(xb)
+        correct += (logits.argmax(-1) == yb).sum(1)
+    model.train()
+    return loss_sum / len(x) + l2_penalty(model, l2), correct / len(x)
+
+
+def _run_by_run(model: PackedNet, single: PackedNet) -> Callable[[Tensor], Tensor]:
+    """x -> (N, B, 10) logits, each run's through `single` with its slice of the pack's
+    parameters and buffers."""
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    slices = [{name: t[i:i + 1] for name, t in tensors.items()} for i in range(model.n)]
+    single.eval()
+    single.channels_last = model.channels_last
+    return lambda x: torch.cat([functional_call(single, s, (x,)) for s in slices])
+
+
+METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc",
+           "kernel_fro_norm")
+
+
+@dataclass
+class RunState:
+    """What the loop tracks for one run of the pack."""
+
+    run: Run
+    patience: int | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_val_loss: float = math.inf
+    wait: int = 0  # epochs without a new best val loss (Keras EarlyStopping)
+    diverged_epoch: int | None = None
+    early_stopped: bool = False
+    written: bool = False  # records on disk
+
+    @property
+    def active(self) -> bool:
+        return self.diverged_epoch is None and not self.early_stopped
+
+    def record(self, epoch: int, metrics: dict[str, float]) -> None:
+        """Log one epoch; decide divergence and early stopping as Keras would."""
+        if not all(math.isfinite(metrics[m]) for m in ("train_loss", "val_loss")):
+            self.diverged_epoch = epoch
+            return
+        self.history.append({"run_id": self.run.run_id, "epoch": epoch, **metrics})
+        if metrics["val_loss"] < self.best_val_loss:
+            self.best_val_loss, self.wait = metrics["val_loss"], 0
+        else:
+            self.wait += 1
+            self.early_stopped = self.patience is not None and self.wait >= self.patience
+
+
+@dataclass
+class Clocks:
+    """T_SGD = (1/b) sum eta_k^2, T_L2 = lambda sum eta_k, T_adapt = sum eta_k."""
+
+    T_SGD: float = 0.0
+    T_L2: float = 0.0
+    T_adapt: float = 0.0
+
+    def tick(self, lr: float, b: int, lam: float) -> None:
+        self.T_SGD += lr * lr / b
+        self.T_L2 += lam * lr
+        self.T_adapt += lr
+
+
+@dataclass
+class TrainedPack:
+    summaries: list[dict[str, Any]]
+    model: PackedNet
+
+
+class Preempted(Exception):
+    """Training stopped on request (SIGTERM/SIGUSR1) after writing a checkpoint."""
+
+
+class PackTrainer:
+    """Trains one pack; with a checkpoint folder it saves its whole state at the end of
+    every epoch and every `checkpoint_every_s` seconds, and resumes from it bitwise."""
+
+    def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
+                 checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
+                 progress: bool = True, cuda_graph: bool = False, channels_last: bool = False):
+        recipe, runs = pack.recipe, pack.runs
+        if len(splits.train_x) != recipe.n_train:
+            raise ValueError(f"the data has {len(splits.train_x)} training images but the "
+                             f"recipe counts {recipe.n_train} (train_subset="
+                             f"{recipe.train_subset}); K and the clocks would be wrong")
+        self.pack, self.splits, self.out_dir, self.device = pack, splits, out_dir, device
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
+        self.model = build_model(recipe, len(runs))
+        self.model.init_([r.sigma_w for r in runs],
+                         [data.run_generators(r.seed, "cpu")["init"] for r in runs])
+        self.model.to(device).train()
+        self.model.channels_last = channels_last
+        # on CPU, evaluation runs the pack run by run through one single-run network
+        self.single = build_model(recipe, 1).to(device) if device.type == "cpu" else None
+        self.optimizer = build_optimizer(recipe, self.model)
+        self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
+                                       self._batch, cuda_graph=cuda_graph)
+        gens = [data.run_generators(r.seed, device) for r in runs]
+        self.order_gens = [g["order"] for g in gens]
+        self.augment_gens = [g["augment"] for g in gens]
+        self.kernel_fro_norm_init = self.model.kernel_fro_norm().tolist()
+        self.states = [RunState(r, recipe.patience) for r in runs]
+        self.clocks, self.k, self.epoch, self.step = Clocks(), 0, 1, 0
+        self.order: Tensor | None = None  # this epoch's example order, (N, n_train)
+        self.augmentations: Tensor | None = None  # its flips and crops, (N, n_train, 3)
+        self.loss_sum = torch.zeros(len(runs), device=device)
+        self.correct = torch.zeros(len(runs), device=device)
+        self.elapsed_s = 0.0
+        self.stop_requested = False  # set by a signal handler
+        self.summaries: list[dict[str, Any]] = []
+        if checkpoint_dir is not None:
+            self._resume()
+
+    def run(self) -> TrainedPack:
+        recipe = self.pack.recipe
+        started, last_save = time.monotonic() - self.elapsed_s, time.monotonic()
+        bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, self.progress,
+                            initial=self.k)
+        lam = recipe.l2 + recipe.weight_decay
+        while self.epoch <= recipe.epochs and any(s.active for s in self.states):
+            epoch_start = time.monotonic()
+            if self.order is None:
+                self._draw_epoch()
+            first = self.step * recipe.b
+            plans = [p[:, first:] for p in (self.order, self.augmentations) if p is not None]
+            for inputs in data.minibatches(recipe.b, *plans):
+                lr = learning_rate(recipe, self.k)
+                loss, hits = self.train_step(lr, *inputs)
+                self.loss_sum.add_(loss, alpha=inputs[0].shape[1])
+                self.correct += hits
+                self.clocks.tick(lr, recipe.b, lam)
+                self.k, self.step = self.k + 1, self.step + 1
+                bar.update(1)
+                if self.stop_requested or time.monotonic() - last_save > self.checkpoint_every_s:
+                    self.elapsed_s = time.monotonic() - started
+                    self._save()
+                    last_save = time.monotonic()
+                    if self.stop_requested:
+                        raise Preempted(f"stopped at update {self.k}, checkpoint written")
+            rows = self._end_epoch(started)
+            images_per_s = len(self.states) * recipe.n_train / (time.monotonic() - epoch_start)
+            bar.set_postfix(epoch=self.epoch - 1, loss=f"{rows[0][0]:.3f}",
+                            acc=f"{rows[0][1]:.3f}", img_s=f"{images_per_s:.0f}")
+            self.elapsed_s = time.monotonic() - started
+            self._save()
+            last_save = time.monotonic()
+        bar.close()
+        for state in self.states:
+            if not state.written:
+                self._finish(state)
+        return TrainedPack(self.summaries, self.model)
+
+    def _batch(self, idx: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Images and labels of a batch's slots (N, B), augmented by their draws if any."""
+        x = data.as_float(self.splits.train_x[idx])
+        return (x if draws is None else data.augment(x, draws)), self.splits.train_y[idx]
+
+    def _draw_epoch(self) -> None:
+        """The epoch's example order and, with augmentation, its flips and crops."""
+        recipe = self.pack.recipe
+        self.order = data.epoch_permutations(recipe.n_train, self.order_gens)
+        if recipe.augment:
+            self.augmentations = data.epoch_augmentations(recipe.n_train, self.augment_gens)
+
+    def _end_epoch(self, started: float) -> list[list[float]]:
+        recipe, splits = self.pack.recipe, self.splits
+        val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2, self.single)
+        test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2, self.single)
+        columns = torch.stack([self.loss_sum / recipe.n_train, self.correct / recipe.n_train,
+                               *val, *test, self.model.kernel_fro_norm().detach()])
+        rows = columns.T.tolist()  # the epoch's one host synchronisation
+        lr = learning_rate(recipe, self.k - 1)
+        for state, row in zip(self.states, rows, strict=True):
+            if state.active:
+                state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
+                                          **vars(self.clocks)})
+                if not state.active:
+                    self.elapsed_s = time.monotonic() - started
+                    self._finish(state)
+        self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
+        self.loss_sum.zero_()
+        self.correct.zero_()
+        return rows
+
+    def _finish(self, state: RunState) -> None:
+        i = self.states.index(state)
+        history = history_frame(state.history)
+        summary = summarize(state.run, history,
+                            kernel_fro_norm_init=self.kernel_fro_norm_init[i],
+                            diverged_epoch=state.diverged_epoch,
+                            early_stopped=state.early_stopped,
+                            wall_time_s=self.elapsed_s, device=str(self.device),
+                            determinism=f"{determinism_settings(self.device)}; "
+                                        f"{self.train_step.describe()}",
+                            torch_version=torch.__version__)
+        write_records(self.out_dir / state.run.run_dir, history, summary)
+        state.written = True
+        self.summaries.append(summary)
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT, "pack": self.pack.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "order_gens": [g.get_state() for g in self.order_gens],
+            "augment_gens": [g.get_state() for g in self.augment_gens],
+            "states": [{k: v for k, v in vars(s).items() if k != "run"} for s in self.states],
+            "clocks": vars(self.clocks),
+            "k": self.k, "epoch": self.epoch, "step": self.step, "order": self.order,
+            "augmentations": self.augmentations,
+            "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
+            "kernel_fro_norm_init": self.kernel_fro_norm_init,
+        }
+
+    def _save(self) -> None:
+        if self.checkpoint_dir is not None:
+            checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
+
+    def _resume(self) -> None:
+        saved = checkpoint.load_latest(self.checkpoint_dir)
+        if saved is None:
+            return
+        if saved["pack"] != self.pack.to_dict():
+            raise checkpoint.CheckpointError(
+                f"{self.checkpoint_dir}: checkpoint of another pack; remove it to start over")
+        if saved.get("format", 1) != CHECKPOINT_FORMAT:
+            raise checkpoint.CheckpointError(
+                f"{self.checkpoint_dir}: checkpoint of an older initmem (format "
+                f"{saved.get('format', 1)}, this one reads {CHECKPOINT_FORMAT}); remove it to "
+                "start the pack over")
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        for gen, state in zip(self.order_gens + self.augment_gens,
+                              saved["order_gens"] + saved["augment_gens"], strict=True):
+            gen.set_state(state)
+        for state, fields in zip(self.states, saved["states"], strict=True):
+            vars(state).update(fields)
+        self.clocks = Clocks(**saved["clocks"])
+        self.k, self.epoch, self.step = saved["k"], saved["epoch"], saved["step"]
+        self.order = _on(saved["order"], self.device)
+        self.augmentations = _on(saved["augmentations"], self.device)
+        self.loss_sum = saved["loss_sum"].to(self.device)
+        self.correct = saved["correct"].to(self.device)
+        self.elapsed_s = saved["elapsed_s"]
+        self.kernel_fro_norm_init = saved["kernel_fro_norm_init"]
+        for state in self.states:  # the workflow deletes a failed job's records: rewrite
+            run_dir = self.out_dir / state.run.run_dir
+            state.written = state.written and (run_dir / "summary.parquet").exists()
+        log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
+
+
+def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:
+    return None if tensor is None else tensor.to(device)
+
+
+def determinism_settings(device: torch.device) -> str:
+    """The kernel settings behind the numbers, as the records note them."""
+    if device.type != "cuda":
+        return "cpu: deterministic kernels (bitwise repeatable with the same threads)"
+    b = torch.backends
+    return (f"cuda: cudnn.deterministic={b.cudnn.deterministic}, "
+            f"cudnn.benchmark={b.cudnn.benchmark}, tf32(conv)={b.cudnn.allow_tf32}, "
+            f"tf32(matmul)={b.cuda.matmul.allow_tf32}, "
+            f"deterministic_algorithms={torch.are_deterministic_algorithms_enabled()}")
+
+
+def _progress_bar(total: int, enabled: bool, initial: int = 0):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="step", disable=not enabled,
+                dynamic_ncols=True)

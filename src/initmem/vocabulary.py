@@ -1,0 +1,31 @@
+"""The words every stage shares, defined once: run statuses, record sources, the marks of
+generated or partial results, the interpolation threshold, the paper's sigma_w grids, the
+key of a table cell, and the display names of architectures and configurations.
+
+Plain constants (no imports): the config schema's enums are checked against them
+(tests/test_layers.py), and the training, records and analysis layers all read them here.
+"""
+
+from __future__ import annotations
+
+# A run's status in its summary record, and "missing" for an expected run without one.
+COMPLETED, EARLY_STOPPED, DIVERGED, MISSING = "completed", "early_stopped", "diverged", "missing"
+RECORD_STATUSES = (COMPLETED, EARLY_STOPPED, DIVERGED)
+
+# Where a record came from: a training run, or the synthetic generator (never results).
+TRAINED, GENERATED = "trained", "generated"
+SYNTHETIC_MARK = r"\textcolor{red}{\textbf{SYNTHETIC DATA --- NOT RESULTS}}"
+
+INTERP_THRESHOLD = 0.995  # train accuracy that counts as interpolation (tau_interp)
+
+# The paper's sigma_w grids of its ablation tables (Tables 4-6) and of Table 7.
+FIVE_SIGMAS = (0.1, 0.5, 1.0, 1.8, 2.5)
+EXTREME_SIGMAS = (0.1, 2.5)
+
+# What identifies one number of Tables 2-7: our cells and the published ones share it.
+CELL_KEY = ("table", "b", "optimizer", "config", "sigma_w", "lr0", "l2", "metric")
+
+ARCH_LABELS = {"resnet9": "ResNet-9", "r9_avgpool": "R9-AvgPool", "resnet9_ln": "ResNet-9-LN",
+               "resnet56": "ResNet-56", "resnet110": "ResNet-110"}
+# Table 6's configurations: normalisation and augmentation.
+CONFIG_LABELS = {"bn_aug": "BN + Aug", "ln_aug": "LN + Aug", "bn_noaug": "BN (no aug)"}

@@ -1,0 +1,96 @@
+"""Extending the study: an optimizer is its module plus a config entry.
+
+Lion (src/initmem/training/optimizers/lion.py, not in the paper) is added to a small main
+grid through the config alone (config/lion.yaml) and flows to the grid, training, Tables
+2-3, the figures' legends and the scorecard's "not in the paper" rows.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from initmem.analysis import figures, scorecard, tables
+from initmem.analysis.figures.common import Inputs
+from initmem.plan import grid
+from initmem.plan.spec import OPTIMIZERS, Recipe
+from initmem.records import synthetic
+from initmem.training.models import build_model
+from initmem.training.optimizers import build_optimizer
+from initmem.training.optimizers.lion import LION_BETA1, LION_BETA2
+
+ROOT = Path(__file__).parents[1]
+LION_CONFIG = ROOT / "config" / "lion.yaml"
+
+
+@pytest.fixture(scope="module")
+def config():
+    return grid.load_config(LION_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def records(config):
+    return synthetic.generate(config)
+
+
+def test_the_grid_knows_lion_from_its_module(config):
+    assert "lion" in OPTIMIZERS
+    optimizers = {run.recipe.optimizer for run in grid.expand_runs(config)}
+    assert optimizers == {"sgd", "adam", "lion"}
+    lion = next(r for r in grid.expand_runs(config) if r.recipe.optimizer == "lion")
+    assert lion.recipe.lr0 == 3e-4  # its config entry's rate
+
+
+def test_lion_steps_by_hand():
+    """Two updates on a tiny pack, by the formula: w -= eta sign(b1 m + (1 - b1) g);
+    m = b2 m + (1 - b2) g, after the decoupled decay w -= eta lambda w."""
+    recipe = Recipe(family="t", arch="resnet9", optimizer="lion", b=1, epochs=1, lr0=0.1,
+                    weight_decay=0.5, width=0.03)
+    model = build_model(recipe, 2)
+    opt = build_optimizer(recipe, model)
+    p = model.dense.kernel
+    w, m = p.detach().clone(), torch.zeros_like(p)
+    for grad_scale in (1.0, -3.0):
+        for q in model.parameters():
+            q.grad = torch.full_like(q, grad_scale)
+        opt.step(0.1)
+        w = w - 0.1 * 0.5 * w
+        w = w - 0.1 * torch.sign(LION_BETA1 * m + (1 - LION_BETA1) * grad_scale)
+        m = LION_BETA2 * m + (1 - LION_BETA2) * grad_scale
+        torch.testing.assert_close(p.detach(), w, rtol=0, atol=1e-6)
+
+
+def test_lion_has_rows_in_the_main_grid_tables(config, records):
+    runs, _ = records
+    tex = tables.render(tables.build(2, runs, config), tables.is_synthetic(runs))
+    rows = [line for line in tex.splitlines() if " & Lion & " in line]
+    assert len(rows) == 5  # one per batch size of the paper's layout
+    assert any("??" not in row for row in rows)  # b = 16 has its numbers
+
+
+def test_lion_is_in_the_figures(config, records):
+    """In the legends of Figs. 1 (accuracy and norm vs sigma_w) and 6 (|beta(t)|, in the
+    adaptive column: its config entry says adaptive), a row of Fig. 2's heat map."""
+    runs, epochs = records
+    inputs = Inputs(runs, epochs.to_pandas(), config)
+    for number in (1, 6):
+        fig = figures.draw(number, inputs)
+        labels = {t.get_text() for legend in [*fig.legends, *(a.get_legend() for a in fig.axes)]
+                  if legend is not None for t in legend.get_texts()}
+        assert "Lion" in labels, number
+    heat = figures.draw(2, inputs)
+    assert "Lion" in {t.get_text() for t in heat.axes[0].get_yticklabels()}
+
+
+def test_the_scorecard_lists_lion_as_not_in_the_paper(config, records, tmp_path):
+    runs, _ = records
+    runs.to_parquet(tmp_path / "runs.parquet")
+    for n in range(2, 8):
+        tables.write_table(n, tmp_path / "runs.parquet", LION_CONFIG,
+                           tmp_path / "tables" / f"table{n}.tex")
+    card = scorecard.score(runs, scorecard.read_published(ROOT / "paper" / "published"),
+                           scorecard.read_cells(tmp_path / "tables"))
+    lion = card[card["optimizer"] == "lion"]
+    assert len(lion) > 0 and set(lion["verdict"]) == {"not in the paper"}
+    assert not pd.isna(lion["reproduced"]).all()
