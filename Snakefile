@@ -47,3 +47,8 @@ rule figures:
 rule archive:
     input:
         ARCHIVE_FILE,
+
+
+rule claims:
+    input:
+        CLAIMS_FILES,

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figure": ("initmem.analysis.figures", "draw one of Figures 1-9"),
     "macros": ("initmem.analysis.macros", "write the numbers quoted in the paper's prose"),
     "scorecard": ("initmem.analysis.scorecard", "compare reproduced and published numbers"),
+    "claims": ("initmem.analysis.claims", "judge the paper's claims on a runs table"),
     "paper": ("initmem.paper", "write the paper's run status, or build its PDF"),
 }
 

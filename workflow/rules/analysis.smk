@@ -119,3 +119,23 @@ rule score_reproduction:
         "{params.initmem} scorecard --runs {input.runs} --tables results/tables "
         "--published {input.published} --out-csv {output.csv} --out-tex {output.tex} "
         "> {log} 2>&1"
+
+
+rule judge_claims:
+    input:
+        runs=RUNS_TABLE,
+        epochs=EPOCHS_TABLE,
+        claims=PAPER_DIR / "claims.yaml",
+    output:
+        csv="results/claims/claims.csv",
+        tex="results/claims/claims.tex",
+    log:
+        "logs/claims.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+    shell:
+        "{params.initmem} claims --runs {input.runs} --epochs {input.epochs} "
+        "--claims {input.claims} --out-csv {output.csv} --out-tex {output.tex} > {log} 2>&1"

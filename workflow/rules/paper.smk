@@ -26,6 +26,7 @@ rule build_paper:
         macros="results/paper/macros.tex",
         status="results/paper/status.tex",
         scorecard="results/scorecard/scorecard.tex",
+        claims="results/claims/claims.tex",
     output:
         PAPER_PDF,
     log:
