@@ -15,20 +15,25 @@ import sys
 
 from initmem.errors import InputError
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    "grid": ("initmem.plan.grid", "expand a config into its runs and packs"),
-    "cost": ("initmem.plan.cost", "project the GPU-hours of a config"),
-    "train": ("initmem.training.command", "train one pack of runs from a spec file"),
-    "aggregate": ("initmem.records.aggregate", "gather run records into runs/epochs tables"),
-    "archive": ("initmem.records.archive", "pack or unpack the raw run records"),
-    "synthetic-records": ("initmem.records.synthetic", "generate plausible fake run records"),
-    "table": ("initmem.analysis.tables", "render one of Tables 1-7 as LaTeX"),
-    "figure": ("initmem.analysis.figures", "draw one of Figures 1-9"),
-    "macros": ("initmem.analysis.macros", "write the numbers quoted in the paper's prose"),
-    "scorecard": ("initmem.analysis.scorecard", "compare reproduced and published numbers"),
-    "claims": ("initmem.analysis.claims", "judge the paper's claims on a runs table"),
-    "paper": ("initmem.paper", "write the paper's run status, or build its PDF"),
+# command -> (module, help), by stage in the order of the data's path
+STAGES: dict[str, dict[str, tuple[str, str]]] = {
+    "plan": {"grid": ("plan.grid", "expand a config into its runs and packs"),
+             "cost": ("plan.cost", "project the GPU-hours of a config")},
+    "training": {"train": ("training.command", "train one pack of runs from a spec file")},
+    "records": {
+        "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),
+        "archive": ("records.archive", "pack or unpack the raw run records"),
+        "synthetic-records": ("records.synthetic", "generate plausible fake run records")},
+    "analysis": {
+        "table": ("analysis.tables", "render one of Tables 1-7 as LaTeX"),
+        "figure": ("analysis.figures", "draw one of Figures 1-9"),
+        "macros": ("analysis.macros", "write the numbers quoted in the paper's prose"),
+        "scorecard": ("analysis.scorecard", "compare reproduced and published numbers"),
+        "claims": ("analysis.claims", "judge the paper's claims on a runs table")},
+    "paper": {"paper": ("paper", "write the paper's run status, or build its PDF")},
 }
+COMMANDS = {name: (f"initmem.{module}", text)
+            for commands in STAGES.values() for name, (module, text) in commands.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

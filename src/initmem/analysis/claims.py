@@ -30,6 +30,7 @@ import yaml
 from scipy.stats import studentized_range
 
 from initmem.analysis import metrics
+from initmem.analysis.scorecard import tally
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
 from initmem.vocabulary import FIVE_SIGMAS, GENERATED, SYNTHETIC_MARK
@@ -364,6 +365,5 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     table = write_claims(args.runs, args.epochs, args.claims, args.out_csv, args.out_tex)
-    counts = table["verdict"].value_counts()
-    print(", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + f" of {len(table)} claims")
+    print(tally(table["verdict"], VERDICTS, "claims"))
     return 0

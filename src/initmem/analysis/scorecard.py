@@ -190,8 +190,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-tex", required=True, help="summary table (scorecard.tex)")
 
 
+def tally(verdicts: pd.Series, order: tuple[str, ...], noun: str) -> str:
+    """'3 agrees, 0 disagrees, ... of 7 cells': the counts of each verdict, in order."""
+    counts = verdicts.value_counts()
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in order) + f" of {len(verdicts)} {noun}"
+
+
 def main(args: argparse.Namespace) -> int:
     card = write_scorecard(args.runs, args.tables, args.published, args.out_csv, args.out_tex)
-    counts = card["verdict"].value_counts()
-    print(", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + f" of {len(card)} cells")
+    print(tally(card["verdict"], VERDICTS, "cells"))
     return 0
