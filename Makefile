@@ -10,7 +10,9 @@ CORES ?= 2
 CIFAR_ROOT ?= data/cifar10
 SHARED_CIFAR := ../shared/data/make_cifar10_batches.py
 
-.PHONY: venv demo test lint clean
+LAPTOP_ARCHIVE := results/laptop/runs.tar
+
+.PHONY: venv demo laptop test lint clean
 
 venv: $(VENV)/.installed
 
@@ -29,13 +31,20 @@ demo: venv $(CIFAR_ROOT)/cifar-10-batches-py
 	$(BIN)/snakemake --profile workflow/profiles/default --configfile config/demo.yaml \
 		--cores $(CORES) all
 
+# The laptop-scale study's tables, figures and claims rebuilt from its committed archive:
+# no training, no data set needed.
+laptop: venv
+	$(BIN)/snakemake tables figures claims --profile workflow/profiles/default \
+		--cores $(CORES) --configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE)
+
 test: venv
 	$(BIN)/pytest -q
 
 lint: venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/snakefmt --check Snakefile workflow
+	$(BIN)/snakemake --lint --configfile config/test.yaml
 
-clean:  # everything the pipeline wrote, but not the tracked results/README.md
-	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+clean:  # everything the pipeline wrote, but not what is tracked: results/README.md, laptop/
+	find results -mindepth 1 -maxdepth 1 ! -name README.md ! -name laptop -exec rm -rf {} +
 	rm -rf .snakemake logs
