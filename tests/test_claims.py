@@ -157,3 +157,14 @@ def test_cli_writes_the_csv_and_the_latex_table(tmp_path):
     tex = (tmp_path / "c.tex").read_text()
     assert r"\label{tab:claims}" in tex and "adaptive\\_forget\\_b128" in tex
     assert "SYNTHETIC" not in tex
+
+
+def test_interpolated_counts_the_runs_that_reached_tau_interp():
+    rows = [*sweep("sgd", 16, 0.4, 0.15, tau_interp=40), *sweep("adam", 16, 0.4, 0.01)]
+    rows[-1 - 15]["tau_interp"] = None  # one SGD run never reached 99.5%
+    result = judged(rows, values={**claim()["values"],
+                                  "interp": {"stat": "interpolated", "cell": "sgd"}},
+                    requires=["interp >= 100"])
+    assert result.values["interp"].value == pytest.approx(100 * 14 / 15)
+    assert result.verdict == "cannot be judged"
+    assert "presupposition interp >= 100 fails" in result.reason

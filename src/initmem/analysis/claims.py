@@ -204,6 +204,8 @@ def compute(spec: dict[str, Any], cell: pd.DataFrame, epochs: pd.DataFrame | Non
     if stat == "min_train_acc":
         means, _, _ = _sigma_means(_one(done, stat), "train_acc_last", FIVE_SIGMAS, pooled)
         return Value(float(means.min()))
+    if stat == "interpolated":
+        return Value(100 * float(done["tau_interp"].notna().mean()))
     if stat == "train_acc_at":
         means, _, _ = _sigma_means(_one(done, stat), "train_acc_last", (spec["sigma_w"],),
                                    pooled)
