@@ -133,8 +133,8 @@ def test_the_paper_claims_file_is_valid_and_covers_the_issue():
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda c: c["claims"][0]["values"]["train"].update(stat="median"), "is not one of"),
-    (lambda c: c["claims"][0]["values"]["train"].update(cell="nope"), "uses cell 'nope'"),
+    (lambda c: c["claims"][0]["values"]["spread"].update(stat="median"), "is not one of"),
+    (lambda c: c["claims"][0]["values"]["spread"].update(cell="nope"), "uses cell 'nope'"),
     (lambda c: c["claims"][0].update(holds=["spread > 3"]), "is not 'a OP b'"),
     (lambda c: c["claims"][0].update(holds=["spreads >> 0"]), "names 'spreads'"),
     (lambda c: c["claims"].append(c["claims"][0]), "claim ids repeat"),
