@@ -153,7 +153,11 @@ def test_cli_writes_the_csv_and_the_latex_table(tmp_path):
     runs = runs_table([*sweep("sgd", 128, 0.40, 0.15), *sweep("adam", 128, 0.40, 0.01)])
     runs.to_parquet(tmp_path / "runs.parquet")
     assert main(["claims", "--runs", str(tmp_path / "runs.parquet"), "--claims", str(CLAIMS),
-                 "--out-csv", str(tmp_path / "c.csv"), "--out-tex", str(tmp_path / "c.tex")]) == 0
+                 "--out-csv", str(tmp_path / "c.csv"), "--out-tex", str(tmp_path / "c.tex"),
+                 "--out-md", str(tmp_path / "c.md")]) == 0
+    markdown = (tmp_path / "c.md").read_text().splitlines()
+    assert markdown[0] == "| claim | section | ours (paper) | verdict |"
+    assert len(markdown) == 2 + len(claims.read_claims(CLAIMS))
     tex = (tmp_path / "c.tex").read_text()
     assert r"\label{tab:claims}" in tex and "adaptive\\_forget\\_b128" in tex
     assert "SYNTHETIC" not in tex

@@ -129,6 +129,7 @@ rule judge_claims:
     output:
         csv="results/claims/claims.csv",
         tex="results/claims/claims.tex",
+        md="results/claims/claims.md",
     log:
         "logs/claims.log",
     localrule: True
@@ -138,4 +139,5 @@ rule judge_claims:
         initmem=INITMEM,
     shell:
         "{params.initmem} claims --runs {input.runs} --epochs {input.epochs} "
-        "--claims {input.claims} --out-csv {output.csv} --out-tex {output.tex} > {log} 2>&1"
+        "--claims {input.claims} --out-csv {output.csv} --out-tex {output.tex} "
+        "--out-md {output.md} > {log} 2>&1"

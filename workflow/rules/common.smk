@@ -45,7 +45,7 @@ FIGURES = range(1, 10)
 FIGURE_FILES = [
     f"results/figures/fig{n}.{ext}" for n in FIGURES for ext in ("pdf", "png")
 ]
-CLAIMS_FILES = ["results/claims/claims.csv", "results/claims/claims.tex"]
+CLAIMS_FILES = [f"results/claims/claims.{ext}" for ext in ("csv", "tex", "md")]
 # The paper's sources; everything generated goes to results/.
 PAPER_DIR = Path(workflow.basedir) / "paper"
 PAPER_PDF = "results/paper/paper.pdf"

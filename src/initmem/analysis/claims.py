@@ -340,9 +340,17 @@ def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
         counts={v: int((table["verdict"] == v).sum()) for v in VERDICTS})
 
 
+def render_markdown(table: pd.DataFrame) -> str:
+    """The claims as a Markdown table (claim, section, ours with the paper's, verdict)."""
+    lines = ["| claim | section | ours (paper) | verdict |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{r['id']}` | {r['section']} | {r['values']} | **{r['verdict']}** |"
+              for r in table.to_dict("records")]
+    return "\n".join(lines) + "\n"
+
+
 def write_claims(runs_path: str | Path, epochs_path: str | Path | None,
-                 claims_path: str | Path, out_csv: str | Path, out_tex: str | Path
-                 ) -> pd.DataFrame:
+                 claims_path: str | Path, out_csv: str | Path, out_tex: str | Path,
+                 out_md: str | Path | None = None) -> pd.DataFrame:
     runs = pd.read_parquet(runs_path)
     epochs = None
     if epochs_path is not None:
@@ -354,6 +362,8 @@ def write_claims(runs_path: str | Path, epochs_path: str | Path | None,
     table.to_csv(out_csv, index=False)
     synthetic = bool(runs["record_source"].astype("string").eq(GENERATED).any())
     Path(out_tex).write_text(render_tex(table, synthetic))
+    if out_md is not None:
+        Path(out_md).write_text(render_markdown(table))
     return table
 
 
@@ -363,9 +373,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--claims", default="paper/claims.yaml", help="the claims file")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
     parser.add_argument("--out-tex", required=True, help="the claims table (claims.tex)")
+    parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
 
 
 def main(args: argparse.Namespace) -> int:
-    table = write_claims(args.runs, args.epochs, args.claims, args.out_csv, args.out_tex)
+    table = write_claims(args.runs, args.epochs, args.claims, args.out_csv, args.out_tex,
+                         args.out_md)
     print(tally(table["verdict"], VERDICTS, "claims"))
     return 0
