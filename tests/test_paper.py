@@ -12,8 +12,10 @@ import pytest
 import yaml
 
 from initmem import paper
-from initmem.analysis import figures
+from initmem.analysis import figures, tables
 from initmem.errors import InputError
+from initmem.plan import grid
+from initmem.records import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_DIR = ROOT / "paper"
@@ -40,40 +42,27 @@ def write_aggregate(folder: Path) -> tuple[Path, Path, Path]:
     folder.mkdir(parents=True)
     config_path = folder / "config.yaml"
     config_path.write_text(yaml.safe_dump(tiny_config()))
-    try:
-        from initmem.plan import grid
-        from initmem.records import synthetic
-    except ImportError:
-        from test_figures import write_tables
-
-        return (*write_tables(folder, missing=2, source="generated"), config_path)
     runs, epochs = synthetic.generate(grid.load_config(config_path), missing=0.05)
     synthetic.write_aggregate(runs, epochs, folder)
     return folder / "runs.parquet", folder / "epochs.parquet", config_path
 
 
-def render_tables(runs: Path, config: Path, out: Path) -> bool:
-    """Every table, where initmem.tables exists; False if it does not."""
-    try:
-        from initmem.analysis import tables
-    except ImportError:
-        return False
+def render_tables(runs: Path, config: Path, out: Path) -> None:
     for n in TABLES:
-        tables.write_table(n, runs, None, config, out / f"table{n}.tex")
-    return True
+        tables.write_table(n, runs, config, out / f"table{n}.tex")
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> tuple[Path, bool]:
+def results(tmp_path_factory) -> Path:
     """A results folder as the workflow leaves it (without macros and scorecard)."""
     root = tmp_path_factory.mktemp("results")
     runs, epochs, config = write_aggregate(root / "aggregate")
     for n in FIGURES:
         figures.write_figure(n, runs, epochs, config, root / "figures" / f"fig{n}.pdf",
                              root / "figures" / f"fig{n}.png")
-    with_tables = render_tables(runs, config, root / "tables")
+    render_tables(runs, config, root / "tables")
     paper.write_status(runs, root / "paper" / "status.tex")
-    return root, with_tables
+    return root
 
 
 def built(results: Path, out: Path) -> tuple[str, str]:
@@ -90,22 +79,19 @@ def built(results: Path, out: Path) -> tuple[str, str]:
 @latex
 @needs_latexmk
 def test_paper_shows_every_figure_and_table_and_marks_synthetic(results, tmp_path):
-    folder, with_tables = results
-    text, log = built(folder, tmp_path / "paper.pdf")
+    text, log = built(results, tmp_path / "paper.pdf")
     for n in FIGURES:
         assert f"<use figures/fig{n}.pdf>" in log
         assert f"MISSING figures/fig{n}.pdf" not in log
-    if with_tables:
-        for n in TABLES:
-            assert f"tables/table{n}.tex" in log and f"MISSING tables/table{n}" not in log
+    for n in TABLES:
+        assert f"tables/table{n}.tex" in log and f"MISSING tables/table{n}" not in log
     assert "initmem: BANNER SYNTHETIC" in log
     assert "MISSING paper/status.tex" not in log
     if text:
         for n in FIGURES:
             assert f"Figure {n}:" in text
-        if with_tables:
-            for n in TABLES:
-                assert f"Table {n}:" in text
+        for n in TABLES:
+            assert f"Table {n}:" in text
         # the banners (the methods section names the marks too, so match their wording)
         assert "SYNTHETIC DATA" in text
         assert re.search(INCOMPLETE_BANNER, text)
@@ -133,9 +119,8 @@ def test_absent_inputs_become_marked_placeholders(tmp_path):
 @latex
 @needs_latexmk
 def test_paper_build_is_byte_reproducible(results, tmp_path):
-    folder, _ = results
-    first = paper.build(PAPER_DIR, folder, tmp_path / "a.pdf", tmp_path / "a")
-    second = paper.build(PAPER_DIR, folder, tmp_path / "b.pdf", tmp_path / "b")
+    first = paper.build(PAPER_DIR, results, tmp_path / "a.pdf", tmp_path / "a")
+    second = paper.build(PAPER_DIR, results, tmp_path / "b.pdf", tmp_path / "b")
     assert first.read_bytes() == second.read_bytes()
 
 

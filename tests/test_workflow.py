@@ -11,7 +11,7 @@ from initmem.plan import grid
 ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 6,
             "render_settings_table": 1, "draw_figure": 8,
             "draw_toy_figure": 1, "write_macros": 1, "score_reproduction": 1,
-            "write_paper_status": 1, "build_paper": 1, "all": 1}
+            "write_paper_status": 1, "judge_claims": 1, "build_paper": 1, "all": 1}
 
 
 def dry_run(tmp_path, config, *targets):
