@@ -156,7 +156,7 @@ def test_cli_writes_the_csv_and_the_latex_table(tmp_path):
                  "--out-csv", str(tmp_path / "c.csv"), "--out-tex", str(tmp_path / "c.tex"),
                  "--out-md", str(tmp_path / "c.md")]) == 0
     markdown = (tmp_path / "c.md").read_text().splitlines()
-    assert markdown[0] == "| claim | section | ours (paper) | verdict |"
+    assert markdown[0] == "| claim | section | ours (paper) | verdict | why |"
     assert len(markdown) == 2 + len(claims.read_claims(CLAIMS))
     tex = (tmp_path / "c.tex").read_text()
     assert r"\label{tab:claims}" in tex and "adaptive\\_forget\\_b128" in tex

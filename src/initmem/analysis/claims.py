@@ -341,10 +341,15 @@ def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
 
 
 def render_markdown(table: pd.DataFrame) -> str:
-    """The claims as a Markdown table (claim, section, ours with the paper's, verdict)."""
-    lines = ["| claim | section | ours (paper) | verdict |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{r['id']}` | {r['section']} | {r['values']} | **{r['verdict']}** |"
-              for r in table.to_dict("records")]
+    """The claims as a Markdown table (claim, section, ours with the paper's, verdict and
+    the comparison or the reason it cannot be judged)."""
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|")
+
+    lines = ["| claim | section | ours (paper) | verdict | why |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{r['id']}` | {r['section']} | {cell(r['values'])} | **{r['verdict']}** | "
+              f"{cell(r['reason'])} |" for r in table.to_dict("records")]
     return "\n".join(lines) + "\n"
 
 
