@@ -1,0 +1,38 @@
+"""Do two record folders hold the same numbers? For refactors: train the same pack specs
+with the old and the new code, then
+
+    python bench/same_records.py OLD_RUNS NEW_RUNS
+
+compares every record file of NEW_RUNS with OLD_RUNS' file at the same path, column by
+column, except the columns that name the code or time the run."""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+NOT_COMPARED = {"code_version", "wall_time_s"}
+
+
+def differing_columns(old: Path, new: Path) -> list[str]:
+    a, b = pd.read_parquet(old), pd.read_parquet(new)
+    if set(a.columns) != set(b.columns):
+        return sorted(set(a.columns) ^ set(b.columns))
+    return [c for c in a.columns if c not in NOT_COMPARED and not a[c].equals(b[c])]
+
+
+def main(old_root: Path, new_root: Path) -> int:
+    files = [f for f in sorted(new_root.rglob("*.parquet")) if ".checkpoints" not in f.parts]
+    differ = 0
+    for new in files:
+        columns = differing_columns(old_root / new.relative_to(new_root), new)
+        if columns:
+            differ += 1
+            print(f"{new.relative_to(new_root)}: {', '.join(columns)} differ")
+    print(f"{len(files) - differ} of {len(files)} record files identical "
+          f"(not compared: {', '.join(sorted(NOT_COMPARED))})")
+    return 1 if differ or not files else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
