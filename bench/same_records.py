@@ -4,18 +4,19 @@ with the old and the new code, then
     python bench/same_records.py OLD_RUNS NEW_RUNS
 
 compares every record file of NEW_RUNS with OLD_RUNS' file at the same path, column by
-column, except the columns that name the code or time the run."""
+column, except the columns that name the code or time the run. Files are read through
+the record format's checksum check, so a damaged file is an error, not a difference."""
 
 import sys
 from pathlib import Path
 
-import pandas as pd
+from initmem.records.files import read_sealed
 
 NOT_COMPARED = {"code_version", "wall_time_s"}
 
 
 def differing_columns(old: Path, new: Path) -> list[str]:
-    a, b = pd.read_parquet(old), pd.read_parquet(new)
+    a, b = (read_sealed(path).to_pandas() for path in (old, new))
     if set(a.columns) != set(b.columns):
         return sorted(set(a.columns) ^ set(b.columns))
     return [c for c in a.columns if c not in NOT_COMPARED and not a[c].equals(b[c])]
