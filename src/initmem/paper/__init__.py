@@ -79,8 +79,11 @@ def build(paper_dir: str | Path, results_dir: str | Path, out_pdf: str | Path,
         raise InputError(f"{paper_dir / 'main.tex'}: missing")
     build_dir = Path(build_dir) if build_dir else out_pdf.parent / "build"
     build_dir.mkdir(parents=True, exist_ok=True)
+    # pdflatex wraps its console lines at a byte count, which can split a UTF-8 character
+    # (the claims' section signs): decode what it prints leniently.
     done = subprocess.run(latexmk_command(build_dir, out_pdf.stem), cwd=paper_dir,
-                          env=build_env(results_dir), capture_output=True, text=True)
+                          env=build_env(results_dir), capture_output=True, text=True,
+                          errors="replace")
     if done.returncode != 0:
         log = build_dir / f"{out_pdf.stem}.log"
         raise RuntimeError(f"latexmk failed (exit {done.returncode}); see {log}\n"
