@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import ROOT, TEST_CONFIG, job_counts, snakemake
 
-from initmem import cli
+from initmem import cli, paper
 from initmem.paper import browser, report
 
 FIGURES = [f"fig{n}.png" for n in range(1, 10)]
@@ -33,22 +33,33 @@ def test_marks_name_demo_archive_missing_and_synthetic_runs():
     counts = report.status_counts(runs_frame())
     assert counts == {"expected": 4, "missing": 1, "generated": 1, "completed": 1,
                       "early_stopped": 1, "diverged": 1}
-    marks = report.provenance_marks(counts, "config/demo.yaml", "runs.tar")
+    marks = paper.provenance_marks(counts, "config/demo.yaml", "runs.tar")
     assert [m.split(":")[0] for m in marks] == ["DEMO", "FROM AN ARCHIVE", "INCOMPLETE",
                                                 "SYNTHETIC DATA — NOT RESULTS"]
     assert "1 of 4 expected runs have no record" in marks[2]
     assert "runs.tar" in marks[1]
 
 
+def test_the_pdf_carries_the_same_marks(tmp_path):
+    runs_frame().to_parquet(tmp_path / "runs.parquet")
+    paper.write_status(tmp_path / "runs.parquet", tmp_path / "status.tex",
+                       "config/demo.yaml", "my_runs.tar")
+    tex = (tmp_path / "status.tex").read_text()
+    assert "\\initmembanner{DEMO: made from config/demo.yaml" in tex
+    assert "unpacked from my\\_runs.tar" in tex  # TeX-safe
+    assert "\\initmembanner{INCOMPLETE: 1 of 4 expected runs" in tex
+
+
 def test_a_complete_trained_study_has_no_marks():
     counts = {"expected": 3, "missing": 0, "generated": 0}
-    assert report.provenance_marks(counts, "config/laptop.yaml", None) == []
+    assert paper.provenance_marks(counts, "config/laptop.yaml", None) == []
 
 
 def test_status_page_names_the_config_counts_and_missing_runs():
     runs = runs_frame()
-    text = report.status_page(runs, "config/x.yaml", ["INCOMPLETE: 1 of 4"])
+    text = report.status_page(runs, "config/x.yaml", ["INCOMPLETE: 1 of 4"], "seed_sets: {}")
     assert "config/x.yaml" in text and 'class="mark">INCOMPLETE: 1 of 4' in text
+    assert "<pre>seed_sets: {}</pre>" in text
     assert "<td class=\"key\">diverged</td><td>1</td>" in text
     assert "Runs without a record" in text and "<li>c</li>" in text
 

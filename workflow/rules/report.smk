@@ -7,6 +7,7 @@
 rule write_report_status:
     input:
         runs=RUNS_TABLE,
+        config=CONFIG_FILE,
     output:
         status=f"{REPORT_DIR}/status.html",
         marks=MARKS_FILE,
@@ -21,7 +22,7 @@ rule write_report_status:
         archive=f"--archive {ARCHIVE}" if ARCHIVE else "",
     shell:
         "{params.initmem} report status --runs {input.runs} "
-        "--config-name {params.config_name:q} {params.archive} "
+        "--config-name {params.config_name:q} {params.archive} --config {input.config} "
         "--out {output.status} --marks {output.marks} > {log} 2>&1"
 
 

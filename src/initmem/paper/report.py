@@ -3,15 +3,13 @@
 Snakemake shows PNG, PDF and HTML files; Tables 1-7, the scorecard and the claims are
 LaTeX and CSV. This module writes them as small self-contained HTML pages (a table's cells
 pivoted back into rows and columns), plus the run-status page: the config the report came
-from, its run counts and its provenance marks. The marks are the PDF's (INCOMPLETE,
-SYNTHETIC) and two the PDF's reader knows from its title page or the README: DEMO (made
-from config/demo.yaml: its numbers mean nothing) and ARCHIVE (rebuilt from a runs archive,
-nothing trained). The status rule writes the marks to marks.json; every other page shows
-them at its top.
+from, its run counts and its provenance marks, the PDF's (initmem.paper.provenance_marks:
+DEMO, FROM AN ARCHIVE, INCOMPLETE, SYNTHETIC). The status rule writes the marks to
+marks.json; every other page shows them at its top.
 
 The workflow's report rules call it as
     initmem report status --runs RUNS --config-name config/demo.yaml [--archive A]
-                          --out status.html --marks marks.json
+                          [--config results/config.yaml] --out status.html --marks marks.json
     initmem report table N --cells tables/tableN.csv | --config results/config.yaml
                           --marks marks.json --out tableN.html
     initmem report csv FILE.csv --title TITLE --marks marks.json --out FILE.html
@@ -31,11 +29,10 @@ import pandas as pd
 
 from initmem.analysis.tables import build
 from initmem.errors import InputError
-from initmem.paper import browser, run_counts
+from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.grid import load_config
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, MISSING
 
-DEMO_CONFIG = "demo.yaml"
 # A cell's digits by unit, as the LaTeX tables print them.
 DIGITS = {"frac": 3, "pct": 1, "pp": 1, "epoch": 1}
 NO_RECORD, NEVER_REACHED = "??", "—"
@@ -48,26 +45,6 @@ th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f3f3f3}td.key,th.key{text-align:left}
 .mark{border:2px solid #c00;background:#fdeaea;color:#c00;font-weight:bold;
 padding:6px;margin:6px 0}.missing{color:#c00;font-weight:bold}"""
-
-
-def provenance_marks(counts: dict[str, int], config_name: str,
-                     archive: str | None) -> list[str]:
-    """The warnings a reader must see before any number, in the PDF's words where it has
-    them; none for a complete, trained, non-demo study."""
-    marks = []
-    if Path(config_name).name == DEMO_CONFIG:
-        marks.append(f"DEMO: made from {config_name}, the pipeline at toy scale (a few "
-                     "epochs on a few hundred images); its numbers mean nothing.")
-    if archive:
-        marks.append(f"FROM AN ARCHIVE: the records were unpacked from {archive}; "
-                     "nothing was trained for this report.")
-    if counts["missing"]:
-        marks.append(f"INCOMPLETE: {counts['missing']} of {counts['expected']} expected runs "
-                     "have no record. Figures and tables mark what they lack.")
-    if counts["generated"]:
-        marks.append(f"SYNTHETIC DATA — NOT RESULTS: {counts['generated']} of "
-                     f"{counts['expected']} runs are generated records, not trained models.")
-    return marks
 
 
 def status_counts(runs: pd.DataFrame) -> dict[str, int]:
@@ -86,7 +63,8 @@ def page(title: str, marks: list[str], body: str) -> str:
             f"{banners}{body}</body></html>\n")
 
 
-def status_page(runs: pd.DataFrame, config_name: str, marks: list[str]) -> str:
+def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
+                config_text: str = "") -> str:
     counts = status_counts(runs)
     rows = [("expected runs", counts["expected"]), ("completed", counts[COMPLETED]),
             ("early stopped", counts[EARLY_STOPPED]), ("diverged", counts[DIVERGED]),
@@ -97,7 +75,9 @@ def status_page(runs: pd.DataFrame, config_name: str, marks: list[str]) -> str:
     missing = runs.loc[runs["status"].fillna(MISSING) == MISSING, "run_id"].tolist()
     shown = "".join(f"<li>{html.escape(r)}</li>" for r in missing[:50])
     more = f"<p>and {len(missing) - 50} more</p>" if len(missing) > 50 else ""
-    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>"
+    config = (f"<details><summary>The experiment config (what decides the runs)</summary>"
+              f"<pre>{html.escape(config_text)}</pre></details>" if config_text else "")
+    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{config}"
             f"<table>{summary}</table><h3>By family</h3>{by_family.to_html()}"
             + (f"<h3>Runs without a record</h3><ul>{shown}</ul>{more}" if missing else ""))
     return page("Run status", marks, body)
@@ -187,6 +167,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--runs", type=Path, required=True)
     status.add_argument("--config-name", required=True, help="the config file it came from")
     status.add_argument("--archive", help="the runs archive it was rebuilt from, if any")
+    status.add_argument("--config", type=Path, help="results/config.yaml, shown on the page")
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
     table = sub.add_parser("table", help="one of Tables 1-7 as HTML")
@@ -213,7 +194,8 @@ def main(args: argparse.Namespace) -> int:
         runs = pd.read_parquet(args.runs)
         marks = provenance_marks(status_counts(runs), args.config_name, args.archive)
         write(args.marks, json.dumps(marks, indent=1) + "\n")
-        write(args.out, status_page(runs, args.config_name, marks))
+        config_text = args.config.read_text() if args.config else ""
+        write(args.out, status_page(runs, args.config_name, marks, config_text))
     elif args.action == "table":
         if (args.number == 1) != (args.cells is None) or (args.number == 1) == (
                 args.config is None):
