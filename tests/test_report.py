@@ -108,11 +108,11 @@ def test_table_cells_come_back_as_the_tables_rows_and_columns():
         cell(16, "sgd", 0.1, "tau_interp", math.nan, n_seeds=0, never_reached=True),
         cell(16, "adam", 0.1, "val_acc_best", 0.7, n_missing=1),
         cell(128, "sgd", 0.1, "val_acc_best", math.nan, n_seeds=0, n_runs=0)])
-    rows = table_rows(report.cells_table(cells))
-    assert rows[0][-2:] == ["val_acc_best", "tau_interp"]  # in the table's order
-    assert rows[3:] == [["16", "sgd", "resnet9", "0.500 ± 0.010", "—"],
-                        ["adam", "resnet9", "0.700 ± 0.010−1", ""],  # −1: a missing run
-                        ["128", "sgd", "resnet9", "??", ""]]
+    rows = table_rows(report.cells_table(cells, {"sgd": "SGD", "adam": "Adam"}))
+    assert rows[0][-2:] == ["Val acc at τ_best", "τ_interp (epoch)"]  # in the table's order
+    assert rows[3:] == [["16", "SGD", "ResNet-9", "0.500 ± 0.010", "—"],
+                        ["Adam", "ResNet-9", "0.700 ± 0.010−1", ""],  # −1: a missing run
+                        ["128", "SGD", "ResNet-9", "??", ""]]
 
 
 def test_table1_page_is_the_configs_optimizers_in_plain_text(tmp_path):
@@ -128,9 +128,9 @@ def test_a_table_page_without_its_input_is_one_line(tmp_path, capsys):
     assert cli.main(["report", "table", "3", "--config", str(TEST_CONFIG), "--out",
                      str(tmp_path / "t.html")]) == 2
     assert cli.main(["report", "table", "3", "--cells", str(tmp_path / "none.csv"),
-                     "--out", str(tmp_path / "t.html")]) == 2
+                     "--config", str(TEST_CONFIG), "--out", str(tmp_path / "t.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0].endswith("table 1 takes --config (the settings), tables 2-7 --cells")
+    assert err[0].endswith("table 3 is drawn from its cells: pass --cells tables/table3.csv")
     assert err[1].endswith("none.csv: missing")
 
 

@@ -29,6 +29,7 @@ rule write_report_status:
 rule render_table_page:
     input:
         cells="results/tables/table{n}.csv",
+        config=CONFIG_FILE,
         marks=MARKS_FILE,
     output:
         f"{REPORT_DIR}/tables/table{{n}}.html",
@@ -43,6 +44,7 @@ rule render_table_page:
         initmem=INITMEM,
     shell:
         "{params.initmem} report table {wildcards.n} --cells {input.cells} "
+        "--config {input.config} "
         "--marks {input.marks} --out {output} > {log} 2>&1"
 
 

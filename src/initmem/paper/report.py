@@ -10,7 +10,7 @@ marks.json; every other page shows them at its top.
 The workflow's report rules call it as
     initmem report status --runs RUNS --config-name config/demo.yaml [--archive A]
                           [--config results/config.yaml] --out status.html --marks marks.json
-    initmem report table N --cells tables/tableN.csv | --config results/config.yaml
+    initmem report table N --config results/config.yaml [--cells tables/tableN.csv]
                           --marks marks.json --out tableN.html
     initmem report csv FILE.csv --title TITLE --marks marks.json --out FILE.html
     initmem report check report.html --screenshot shot.png --expect NAME ...
@@ -31,17 +31,32 @@ from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.grid import load_config
-from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, MISSING
+from initmem.vocabulary import (
+    ARCH_LABELS,
+    COMPLETED,
+    CONFIG_LABELS,
+    DIVERGED,
+    EARLY_STOPPED,
+    MISSING,
+)
 
 # A cell's digits by unit, as the LaTeX tables print them.
 DIGITS = {"frac": 3, "pct": 1, "pp": 1, "epoch": 1}
 NO_RECORD, NEVER_REACHED = "??", "—"
+KEY_LABELS = {"b": "b", "optimizer": "Optimizer", "config": "Network", "lr0": "η0",
+              "l2": "λ_L2", "metric": "", "sigma_w": "σ_w"}
+METRIC_LABELS = {"tau_interp": "τ_interp (epoch)", "tau_best": "τ_best (epoch)",
+                 "val_acc_interp": "Val acc at τ_interp", "val_acc_best": "Val acc at τ_best",
+                 "val_acc_last": "Val acc, last epoch", "repair_gap": "Δ_repair",
+                 "test_acc": "Test acc (%)", "train_acc": "Train acc (%)",
+                 "train_acc_mean": "Train acc, mean over σ_w (%)", "spread": "Spread (pp)",
+                 "abs_delta": "|Δ| (pp)"}
 LEGEND = (f"<p>Mean ± std over seeds. {NO_RECORD}: no run of this config has a record for the "
           f"cell; {NEVER_REACHED}: no run reached the event (interpolation); −k: k of the "
           "cell's runs have no record.</p>")
 STYLE = """body{font-family:sans-serif;margin:1em;color:#222}
 table{border-collapse:collapse;font-size:0.9em}
-th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}
+th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3}td.key,th.key{text-align:left}
 .mark{border:2px solid #c00;background:#fdeaea;color:#c00;font-weight:bold;
 padding:6px;margin:6px 0}.missing{color:#c00;font-weight:bold}"""
@@ -105,18 +120,30 @@ def key_text(value: object) -> str:
     return str(value)
 
 
-def cells_table(cells: pd.DataFrame) -> str:
+def readable(labels: pd.DataFrame, optimizers: dict[str, str]) -> pd.DataFrame:
+    """Names as the paper prints them: optimizer labels of the config, architectures and
+    configurations, metrics with their units."""
+    names = {"optimizer": optimizers, "config": {**ARCH_LABELS, **CONFIG_LABELS},
+             "metric": METRIC_LABELS}
+    labels = labels.apply(lambda col: col.map(lambda v: names.get(col.name, {}).get(v, v)))
+    return labels.rename(columns=KEY_LABELS)
+
+
+def cells_table(cells: pd.DataFrame, optimizers: dict[str, str]) -> str:
     """A table's tidy cells (one row per number) back as rows and columns, in the order
     the table lists them: rows are the key columns that vary (b, optimizer, config, lr0,
-    l2), columns metric x sigma_w."""
+    l2), columns metric x sigma_w; optimizers named by their labels."""
     if cells.empty:
         return "<p>No cells.</p>"
     keys = [k for k in ("b", "optimizer", "config", "lr0", "l2") if cells[k].notna().any()]
     columns = [k for k in ("metric", "sigma_w") if cells[k].notna().any()]
-    labels = cells[keys + columns].map(key_text)
+    labels = readable(cells[keys + columns].map(key_text), optimizers)
+    keys, columns = [KEY_LABELS[k] for k in keys], [KEY_LABELS[k] for k in columns]
     labels["text"] = cells.apply(cell_text, axis=1)
     rows = list(dict.fromkeys(labels[keys].itertuples(index=False, name=None)))
     cols = list(dict.fromkeys(labels[columns].itertuples(index=False, name=None)))
+    metrics = list(dict.fromkeys(col[0] for col in cols))
+    cols.sort(key=lambda col: metrics.index(col[0]))  # each metric's sigma_w side by side
     wide = labels.set_index(keys + columns)["text"].unstack(columns).reindex(
         index=pd.MultiIndex.from_tuples(rows, names=keys),
         columns=pd.MultiIndex.from_tuples(cols, names=columns))
@@ -135,9 +162,9 @@ def plain(tex: str) -> str:
     return tex
 
 
-def settings_table(config_path: str | Path) -> str:
+def settings_table(config: dict) -> str:
     """Table 1 from the config, as initmem.analysis.tables builds it."""
-    context = build(1, None, load_config(config_path)).context
+    context = build(1, None, config).context
     frame = pd.DataFrame(context["rows"]).map(plain)
     frame.columns = ["Optimizer", "η0", "Momentum", "Weight decay", "Notes"]
     note = (f"<p>η0 = {plain(context['lr0'])} with cosine decay (α = {context['alpha']}) "
@@ -172,8 +199,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
     table = sub.add_parser("table", help="one of Tables 1-7 as HTML")
     table.add_argument("number", type=int, choices=range(1, 8))
+    table.add_argument("--config", type=Path, required=True,
+                       help="results/config.yaml: Table 1, the optimizers' names")
     table.add_argument("--cells", type=Path, help="tables/tableN.csv (Tables 2-7)")
-    table.add_argument("--config", type=Path, help="results/config.yaml (Table 1)")
     table.add_argument("--marks", type=Path)
     table.add_argument("--out", type=Path, required=True)
     csv = sub.add_parser("csv", help="a CSV (scorecard, claims) as an HTML table")
@@ -197,11 +225,13 @@ def main(args: argparse.Namespace) -> int:
         config_text = args.config.read_text() if args.config else ""
         write(args.out, status_page(runs, args.config_name, marks, config_text))
     elif args.action == "table":
-        if (args.number == 1) != (args.cells is None) or (args.number == 1) == (
-                args.config is None):
-            raise InputError("table 1 takes --config (the settings), tables 2-7 --cells")
-        body = settings_table(args.config) if args.number == 1 else cells_table(
-            read_csv(args.cells))
+        if args.number > 1 and args.cells is None:
+            raise InputError(f"table {args.number} is drawn from its cells: pass --cells "
+                             f"tables/table{args.number}.csv")
+        config = load_config(args.config)
+        labels = {name: entry.get("label", name) for name, entry in config["optimizers"].items()}
+        body = settings_table(config) if args.number == 1 else cells_table(
+            read_csv(args.cells), labels)
         write(args.out, page(f"Table {args.number}", read_marks(args.marks), body))
     else:
         body = read_csv(args.csv).to_html(index=False, na_rep="", escape=True)
