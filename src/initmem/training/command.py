@@ -18,7 +18,7 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.training import checkpoint, data
+from initmem.training import checkpoint, data, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
@@ -150,6 +150,7 @@ def main(args: argparse.Namespace) -> int:
     pack = Pack.load(args.spec)
     device = resolve_device(args.device, deterministic=not args.nondeterministic)
     speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
+    memory.check_fits(pack.recipe, device)
     log.info("%s; cuda_graph=%s, channels_last=%s", describe_device(device),
              speed["cuda_graph"], speed["channels_last"])
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
