@@ -8,8 +8,13 @@ named, and nothing under the output folder changed.
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
 import random
+import subprocess
+import sys
+import tempfile
 
 import pytest
 import yaml
@@ -189,3 +194,47 @@ def test_config_check_and_spec_check_agree_on_a_bool_b():
         grid.validate_config(config)
     with pytest.raises(InputError, match="b=True"):
         Pack.from_dict(spec(b=True))
+
+
+def train_tiny(tmp_path, capsys, out) -> tuple[int, str]:
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(text_of(spec()))
+    return run_cli(["train", str(spec_path), str(out), "--device", "cpu", "--no-progress"],
+                   capsys)
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_room_needed(tmp_path, capsys,
+                                                                     monkeypatch):
+    def full(_fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "out") in err and "No space left" in err, err
+    assert "three copies of its checkpoint" in err
+
+
+def test_a_read_only_output_folder_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    def read_only(*_args, dir, **_kw):  # noqa: A002 (mkstemp's own name)
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), dir)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "out") in err and "read-only" in err, err
+
+
+def test_an_output_folder_under_a_file_is_one_line_naming_it(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "file" / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "file") in err and "not a folder" in err, err
+
+
+def test_a_closed_pipe_ends_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "initmem", "grid", "--config",
+                             str(TEST_CONFIG)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head` does once it has its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from initmem.errors import InputError
+from initmem.errors import InputError, naming
 from initmem.plan.inputs import check_spec, load_yaml
 
 ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56", "resnet110")
@@ -229,4 +229,5 @@ class Pack:
                 "runs": [{"sigma_w": r.sigma_w, "seed": r.seed} for r in self.runs]}
 
     def dump(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        with naming(path):
+            Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

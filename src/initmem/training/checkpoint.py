@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from initmem.errors import InputError
+from initmem.errors import InputError, naming
 
 log = logging.getLogger("initmem.checkpoint")
 LATEST, PREVIOUS = "latest.pt", "previous.pt"
@@ -38,9 +38,10 @@ def save(folder: Path, payload: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     blob = buffer.getvalue()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
+    with naming(folder / LATEST):
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with naming(folder / LATEST), os.fdopen(fd, "wb") as fh:
             fh.write(hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
             fh.flush()
             os.fsync(fh.fileno())

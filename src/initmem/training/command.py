@@ -156,6 +156,7 @@ def main(args: argparse.Namespace) -> int:
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
+    root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
     log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
              pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
              pack.recipe.epochs, pack.recipe.steps_per_epoch, root)
