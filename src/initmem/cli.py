@@ -27,6 +27,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "records": {
         "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),
         "archive": ("records.archive", "pack or unpack the raw run records"),
+        "verify": ("records.verify", "report damaged, missing and stale records of a config's "
+                   "runs, in run folders or an archive"),
         "synthetic-records": ("records.synthetic", "generate plausible fake run records")},
     "analysis": {
         "table": ("analysis.tables", "render one of Tables 1-7 as LaTeX"),
