@@ -238,3 +238,12 @@ def test_a_closed_pipe_ends_quietly():
     proc.stdout.close()  # as `| head` does once it has its lines
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and err == ""
+
+
+def test_snakemake_refuses_a_config_with_a_repeated_key(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(TEST_CONFIG.read_text().replace("  pack_size: 2\n",
+                                                    "  pack_size: 2\n  pack_size: 3\n"))
+    done = snakemake(tmp_path, path, "-n")
+    assert done.returncode != 0
+    assert "duplicate key 'pack_size'" in done.stdout + done.stderr
