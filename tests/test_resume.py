@@ -163,34 +163,35 @@ def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
                             text=True)
 
 
-def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, past_update: int = 0,
+                        timeout: float = 120) -> None:
+    """Until the pack has checkpointed beyond update `past_update`."""
     deadline = time.monotonic() + timeout
-    while not (folder / checkpoint.LATEST).exists():
+    while (saved := checkpoint.load_latest(folder)) is None or saved["k"] <= past_update:
         assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
+        assert time.monotonic() < deadline, f"no checkpoint past update {past_update} appeared"
+        time.sleep(0.02)
 
 
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing(uninterrupted, tmp_path):
+    """Killed three times, at random updates (so a fast machine cannot finish first) and
+    at a random moment within them (in a step, an evaluation or a checkpoint write)."""
     spec, out = tmp_path / "pack.json", tmp_path / "out"
     PACK.dump(spec)
     folder = out / ".checkpoints" / PACK.key
-    rng, kills = random.Random(0), 0
-    while True:
+    rng = random.Random(0)
+    updates = RECIPE.epochs * RECIPE.train_subset // RECIPE.b
+    for past_update in sorted(rng.sample(range(updates - 4), 3)):
         proc = cli(spec, out)
-        if kills < 3:
-            wait_for_checkpoint(folder, proc)
-            time.sleep(rng.uniform(0.0, 1.5))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                continue
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        break
-    assert kills == 3
+        wait_for_checkpoint(folder, proc, past_update)
+        time.sleep(rng.uniform(0.0, 0.05))
+        assert proc.poll() is None, "the pack finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    proc = cli(spec, out)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
     assert not folder.exists()  # removed after success
 
