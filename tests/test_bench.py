@@ -5,6 +5,7 @@ are made of.
 """
 
 import csv
+import random
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_training  # noqa: E402
+import byteflip  # noqa: E402
 import equivalence  # noqa: E402
 import quiet  # noqa: E402
 
@@ -155,3 +157,12 @@ def test_equivalence_failures_name_the_way():
     assert equivalence.failures(rows) == [
         "packed_cl vs alone (float64): above 1e-08 in float64",
         "packed_graph vs packed (float32): a CUDA graph must reproduce its eager pack bitwise"]
+
+
+def test_byteflip_sweep_counts_every_flip_and_restores_the_file(tmp_path):
+    rng = random.Random(0)
+    for path, read in byteflip.targets(tmp_path).values():
+        before = path.read_bytes()
+        counts = byteflip.sweep(path, read, 20, rng)
+        assert sum(counts.values()) == 20 and counts["silent"] == counts["crash"] == 0
+        assert path.read_bytes() == before

@@ -102,7 +102,7 @@ def test_verified_copy_loads_without_permission(tmp_path, monkeypatch):
 def test_subsets_are_the_first_images(tmp_path):
     fake_cifar(tmp_path)
     full = load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
-    cut = load_splits(recipe(train_subset=7, eval_subset=3), tmp_path, allow_unverified=True)
+    cut = load_splits(recipe(train_subset=7, eval_subset=3, b=4), tmp_path, allow_unverified=True)
     assert torch.equal(cut.train_x, full.train_x[:7]) and torch.equal(cut.val_y, full.val_y[:3])
     assert torch.equal(cut.test_x, full.test_x[:3])
 

@@ -1,7 +1,10 @@
 """Checkpoints, resume, preemption: an interrupted pack ends bitwise equal to an
 uninterrupted one (on CPU), and a damaged checkpoint is detected and skipped."""
 
+import hashlib
+import io
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -74,12 +77,13 @@ def test_remove_clears_the_temporary_file_of_a_killed_save(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+def stopped_after_7(splits, out: Path, ckpt: Path) -> PackTrainer:
+    """A trainer stopped as if SIGTERM arrived during update 7 (checkpoints at the end of
+    epoch 1, update 5, and at the stop)."""
     trainer = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     real_step, calls = trainer.optimizer.step, []
 
-    def step_then_stop_after_7(lr):  # as if SIGTERM arrived during update 7
+    def step_then_stop_after_7(lr):
         real_step(lr)
         calls.append(lr)
         trainer.stop_requested = len(calls) >= 7
@@ -87,6 +91,12 @@ def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted
     trainer.optimizer.step = step_then_stop_after_7
     with pytest.raises(Preempted):
         trainer.run()
+    return trainer
+
+
+def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    trainer = stopped_after_7(splits, out, ckpt)
     assert trainer.k == 7 and trainer.step == 2  # epoch 2, update 2 of 5
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     assert resumed.k == 7
@@ -94,6 +104,35 @@ def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted
     assert_same_records(uninterrupted[0], out)
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, model[name]), name
+
+
+def sealed_bytes(blob: bytes) -> bytes:
+    """A checkpoint file whose checksum is valid over `blob`."""
+    return hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob
+
+
+def restores_badly(path: Path) -> None:  # loads, and fails midway through restoring
+    state = checkpoint.read(path)
+    state["clocks"] = "not a clock"
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    path.write_bytes(sealed_bytes(buffer.getvalue()))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda path: path.write_bytes(sealed_bytes(b"not a pickle")),
+    lambda path: path.write_bytes(sealed_bytes(pickle.dumps([1, 2]))),
+    restores_badly,
+], ids=["unpickles-not", "not-a-dict", "restores-not"])
+def test_a_checkpoint_that_fails_for_any_reason_falls_back(splits, uninterrupted, tmp_path,
+                                                           damage):
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stopped_after_7(splits, out, ckpt)
+    damage(ckpt / checkpoint.LATEST)
+    resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+    assert resumed.k == 5  # the previous generation: the end of epoch 1
+    resumed.run()
+    assert_same_records(uninterrupted[0], out)
 
 
 def test_a_checkpoint_of_another_pack_is_refused(splits, tmp_path):
@@ -124,34 +163,35 @@ def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
                             text=True)
 
 
-def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, past_update: int = 0,
+                        timeout: float = 120) -> None:
+    """Until the pack has checkpointed beyond update `past_update`."""
     deadline = time.monotonic() + timeout
-    while not (folder / checkpoint.LATEST).exists():
+    while (saved := checkpoint.load_latest(folder)) is None or saved["k"] <= past_update:
         assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
+        assert time.monotonic() < deadline, f"no checkpoint past update {past_update} appeared"
+        time.sleep(0.02)
 
 
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing(uninterrupted, tmp_path):
+    """Killed three times, at random updates (so a fast machine cannot finish first) and
+    at a random moment within them (in a step, an evaluation or a checkpoint write)."""
     spec, out = tmp_path / "pack.json", tmp_path / "out"
     PACK.dump(spec)
     folder = out / ".checkpoints" / PACK.key
-    rng, kills = random.Random(0), 0
-    while True:
+    rng = random.Random(0)
+    updates = RECIPE.epochs * RECIPE.train_subset // RECIPE.b
+    for past_update in sorted(rng.sample(range(updates - 4), 3)):
         proc = cli(spec, out)
-        if kills < 3:
-            wait_for_checkpoint(folder, proc)
-            time.sleep(rng.uniform(0.0, 1.5))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                continue
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        break
-    assert kills == 3
+        wait_for_checkpoint(folder, proc, past_update)
+        time.sleep(rng.uniform(0.0, 0.05))
+        assert proc.poll() is None, "the pack finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    proc = cli(spec, out)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
     assert not folder.exists()  # removed after success
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from initmem.errors import InputError
+from initmem.errors import InputError, describe_os_error
+
+INPUT_EXIT = 2  # bad input: argparse's status for bad arguments
+IO_EXIT = 74  # EX_IOERR: a read or write failed (full disk, read-only folder, missing file)
 
 # command -> (module, help), by stage in the order of the data's path
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
@@ -23,6 +27,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "records": {
         "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),
         "archive": ("records.archive", "pack or unpack the raw run records"),
+        "verify": ("records.verify", "report damaged, missing and stale records of a config's "
+                   "runs, in run folders or an archive"),
         "synthetic-records": ("records.synthetic", "generate plausible fake run records")},
     "analysis": {
         "table": ("analysis.tables", "render one of Tables 1-7 as LaTeX"),
@@ -54,4 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.main(args) or 0)
     except InputError as err:
         print(f"initmem {argv[0]}: error: {err}", file=sys.stderr)
-        return 2
+        return INPUT_EXIT
+    except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as err:
+        print(f"initmem {argv[0]}: error: {describe_os_error(err)}", file=sys.stderr)
+        return IO_EXIT

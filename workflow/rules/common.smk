@@ -13,8 +13,12 @@ from snakemake.utils import validate
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
-from initmem.plan import cost, grid
+from initmem.plan import cost, grid, inputs
 
+# Snakemake's YAML reader keeps the last of a repeated key silently: the package's
+# reader refuses it, naming the file and line.
+for path in workflow.configfiles:
+    inputs.load_yaml(path, "config")
 # First the errors that name the key, the bad value and what is allowed; then snakemake's
 # own check of the same schema, which fills in the defaults.
 grid.validate_config(config)

@@ -57,7 +57,19 @@ def describe(error: jsonschema.ValidationError) -> str:
     if kind == "oneOf":  # sigma_sets: say what each alternative wants
         return f"{key}={value!r} is not allowed; {key} must be a list of positive numbers " \
                "or {start, stop, step}"
-    return f"{key}={value!r} is not allowed; {key} must be {_rule(kind, allowed)}"
+    return f"{key}={value!r} is not allowed; {key} must be {_rule(kind, allowed)}{_hint(value)}"
+
+
+def _hint(value: Any) -> str:
+    """Snakemake reads configs as YAML 1.1, where `1e-5` is text: say how to write it."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return (" (a number in quotes, or one Snakemake's YAML reads as text: write it with a "
+            "dot and a signed exponent, such as 1.0e-5)")
 
 
 def _rule(kind: str, allowed: Any) -> str:
@@ -69,6 +81,7 @@ def _rule(kind: str, allowed: Any) -> str:
         "exclusiveMinimum": lambda a: f"> {a}",
         "exclusiveMaximum": lambda a: f"< {a}",
         "minItems": lambda a: f"a list of at least {a} item(s)",
+        "pattern": lambda a: f"a string matching {a}",
         "uniqueItems": lambda a: "a list without repeated values",
         "minProperties": lambda a: f"a mapping with at least {a} entry(ies)",
     }

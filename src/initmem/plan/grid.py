@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from initmem.plan.config import SCHEMA_PATH, ConfigError, check_schema, schema_defaults
+from initmem.plan.inputs import load_yaml
 from initmem.plan.spec import OPTIMIZERS, Pack, Recipe, Run, SpecError
 
 __all__ = ["SCHEMA_PATH", "ConfigError", "expand_runs", "experiment_config", "family_runs",
@@ -31,8 +30,7 @@ EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families"
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read and validate a config file; returns it with the schema's defaults filled in."""
-    with open(path) as fh:
-        return validate_config(yaml.safe_load(fh) or {})
+    return validate_config(load_yaml(path, "config"))
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:

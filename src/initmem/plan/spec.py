@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from initmem.errors import InputError
+from initmem.errors import InputError, naming
+from initmem.plan.inputs import check_spec, load_yaml
 
 ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56", "resnet110")
 # An optimizer is the module of its name in training/optimizers/ (read as a folder listing:
@@ -32,7 +31,12 @@ ADAM_BETA1, ADAM_BETA2 = 0.9, 0.999
 SCHEDULES = ("cosine", "constant")
 DATASETS = ("cifar10", "synthetic")
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
-SYNTHETIC_TRAIN_SIZE = 2_000  # the synthetic data set's default training split
+EVAL_SIZE = 10_000  # CIFAR-10 validation and test images
+SYNTHETIC_TRAIN_SIZE = 2_000  # the synthetic data set's training split
+SYNTHETIC_EVAL_SIZE = 500  # the synthetic data set's validation and test splits
+# dataset -> (training images, validation = test images): what subsets and b may ask for
+DATASET_SIZES = {"cifar10": (TRAIN_SIZE, EVAL_SIZE),
+                 "synthetic": (SYNTHETIC_TRAIN_SIZE, SYNTHETIC_EVAL_SIZE)}
 
 
 class SpecError(InputError):
@@ -78,24 +82,28 @@ class Recipe:
                f"one of {', '.join(DATASETS)}")
         for key in ("b", "epochs"):
             value = getattr(self, key)
-            _check(isinstance(value, int) and value > 0, key, value, "a positive integer")
+            _check(_count(value) and value > 0, key, value, "a positive integer")
         _check(_finite(self.lr0) and self.lr0 > 0, "lr0", self.lr0, "a positive number")
         _check(_finite(self.width) and self.width > 0, "width", self.width,
                "a positive number")
-        _check(0 <= self.cosine_alpha <= 1, "cosine_alpha", self.cosine_alpha,
-               "a number in [0, 1]")
-        _check(0 <= self.momentum < 1, "momentum", self.momentum, "a number in [0, 1)")
+        _check(_finite(self.cosine_alpha) and 0 <= self.cosine_alpha <= 1, "cosine_alpha",
+               self.cosine_alpha, "a number in [0, 1]")
+        _check(_finite(self.momentum) and 0 <= self.momentum < 1, "momentum", self.momentum,
+               "a number in [0, 1)")
         for key in ("weight_decay", "l2"):
             value = getattr(self, key)
             _check(_finite(value) and value >= 0, key, value, "a number >= 0")
-        _check(self.patience is None or (isinstance(self.patience, int) and self.patience > 0),
+        _check(isinstance(self.augment, bool), "augment", self.augment, "true or false")
+        _check(self.patience is None or (_count(self.patience) and self.patience > 0),
                "patience", self.patience, "null or a positive integer")
-        for key in ("train_subset", "eval_subset"):
+        n_train, n_eval = DATASET_SIZES[self.dataset]
+        for key, most in (("train_subset", n_train), ("eval_subset", n_eval)):
             value = getattr(self, key)
-            _check(value is None or (isinstance(value, int) and value > 0), key, value,
-                   "null or a positive integer")
-        _check(self.train_subset is None or self.train_subset <= TRAIN_SIZE, "train_subset",
-               self.train_subset, f"at most {TRAIN_SIZE}")
+            _check(value is None or (_count(value) and 0 < value <= most), key, value,
+                   f"null or a positive integer of at most {most} (the {self.dataset} "
+                   "data set's size)")
+        _check(self.b <= self.n_train, "b", self.b,
+               f"at most the {self.n_train} training images of an epoch")
         _check(self.optimizer != "sgd_momentum" or self.momentum > 0, "momentum",
                self.momentum, "> 0 for optimizer sgd_momentum")
         _check(self.optimizer != "sgd" or self.momentum == 0, "momentum", self.momentum,
@@ -104,8 +112,7 @@ class Recipe:
     @property
     def n_train(self) -> int:
         """Training images per epoch (K and the clocks are counted from this)."""
-        default = TRAIN_SIZE if self.dataset == "cifar10" else SYNTHETIC_TRAIN_SIZE
-        return self.train_subset or default
+        return self.train_subset or DATASET_SIZES[self.dataset][0]
 
     @property
     def steps_per_epoch(self) -> int:
@@ -145,6 +152,11 @@ def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _count(x: Any) -> bool:
+    """An integer, never a bool (YAML's `true` is Python's 1)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 @dataclass(frozen=True)
 class Run:
     """One training run: a recipe, an initialisation scale and a seed."""
@@ -156,8 +168,8 @@ class Run:
     def __post_init__(self) -> None:
         _check(_finite(self.sigma_w) and self.sigma_w > 0, "sigma_w", self.sigma_w,
                "a positive number")
-        _check(isinstance(self.seed, int) and not isinstance(self.seed, bool)
-               and 0 <= self.seed < 2**31, "seed", self.seed, "an integer in [0, 2^31)")
+        _check(_count(self.seed) and 0 <= self.seed < 2**31, "seed", self.seed,
+               "an integer in [0, 2^31)")
 
     @property
     def run_dir(self) -> str:
@@ -184,36 +196,27 @@ class Pack:
 
     def __post_init__(self) -> None:
         _check(len(self.runs) > 0, "runs", list(self.runs), "a non-empty list")
-        keys = [(r.sigma_w, r.seed) for r in self.runs]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
-        _check(not dupes, "runs", dupes, "free of duplicated (sigma_w, seed) pairs")
         for run in self.runs:
             _check(run.recipe == self.recipe, "runs", run.run_id, "runs of the pack's recipe")
+        folders: dict[str, Run] = {}
+        for run in self.runs:  # the folder keeps sigma_w to 2 decimals: 0.501 ~ 0.504
+            other = folders.setdefault(run.run_dir, run)
+            _check(other is run, "runs", [(other.sigma_w, other.seed), (run.sigma_w, run.seed)],
+                   f"(sigma_w, seed) pairs with distinct record folders (both would write "
+                   f"{run.run_dir}; sigma_w is kept to 2 decimals)")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Pack:
-        unknown = set(data) - {"recipe", "runs"}
-        _check(not unknown, "spec keys", sorted(unknown), "only 'recipe' and 'runs'")
-        recipe_fields = {f.name for f in dataclasses.fields(Recipe)}
-        recipe_data = dict(data.get("recipe") or {})
-        bad = sorted(set(recipe_data) - recipe_fields)
-        _check(not bad, "recipe keys", bad, f"among {', '.join(sorted(recipe_fields))}")
-        try:
-            recipe = Recipe(**recipe_data)
-        except TypeError as err:  # a required field is missing
-            raise SpecError(f"recipe: {err}") from None
-        runs = []
-        for item in data.get("runs") or []:
-            bad = sorted(set(item) - {"sigma_w", "seed"})
-            _check(not bad, "run keys", bad, "only sigma_w and seed")
-            runs.append(Run(recipe, float(item["sigma_w"]), item["seed"]))
-        return cls(recipe, tuple(runs))
+    def from_dict(cls, data: Any, where: object = "spec") -> Pack:
+        """A pack from plain data, checked by the spec schema (inputs.check_spec) first."""
+        check_spec(data, where)
+        recipe = Recipe(**data["recipe"])
+        return cls(recipe, tuple(Run(recipe, float(item["sigma_w"]), item["seed"])
+                                 for item in data["runs"]))
 
     @classmethod
     def load(cls, path: str | Path) -> Pack:
-        """Read a pack spec from YAML or JSON (JSON is YAML)."""
-        with open(path) as fh:
-            return cls.from_dict(yaml.safe_load(fh) or {})
+        """Read a pack spec from YAML or JSON (JSON is YAML 1.2; inputs.load_yaml)."""
+        return cls.from_dict(load_yaml(path, "pack spec"), path)
 
     @property
     def key(self) -> str:
@@ -226,4 +229,5 @@ class Pack:
                 "runs": [{"sigma_w": r.sigma_w, "seed": r.seed} for r in self.runs]}
 
     def dump(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        with naming(path):
+            Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

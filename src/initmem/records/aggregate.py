@@ -59,14 +59,15 @@ def aggregate(runs: list[Run], summaries: pa.Table,
               histories: pa.Table) -> tuple[pd.DataFrame, pa.Table]:
     """(runs table, epochs table) of the expected runs from their records."""
     specs = expected_specs(runs)
-    outcomes = _outcomes(specs, _typed_summaries(summaries))
+    outcomes = _outcomes(specs, typed_summaries(summaries))
     table = specs.merge(outcomes, on="run_id", how="left", validate="one_to_one")
     table["status"] = table["status"].fillna(MISSING)
     table = table[list(runs_columns())].astype(runs_columns())
     return table, _epochs(table, histories)
 
 
-def _typed_summaries(summaries: pa.Table) -> pd.DataFrame:
+def typed_summaries(summaries: pa.Table) -> pd.DataFrame:
+    """Summary records as a frame with the record dtypes (RecordError if columns lack)."""
     columns = summary_columns()
     missing = [c for c in columns if c not in summaries.column_names]
     if missing:
@@ -80,25 +81,30 @@ def _outcomes(specs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
     dupes = summaries["run_id"][summaries["run_id"].duplicated()]
     if len(dupes):
         raise RecordError(f"two summaries for run {dupes.iloc[0]}")
-    _check_specs(specs, summaries)
+    stale = spec_mismatches(specs, summaries)
+    if stale:
+        raise RecordError(f"{stale[0]}; delete the stale record or fix the config")
     return summaries[["run_id", *OUTCOME_COLUMNS]]
 
 
-def _check_specs(specs: pd.DataFrame, summaries: pd.DataFrame) -> None:
-    """A record at a run's path but made with another spec (say another cosine_alpha,
-    which the path does not show) must not pass for that run."""
+def spec_mismatches(specs: pd.DataFrame, summaries: pd.DataFrame) -> list[str]:
+    """One line per summary whose spec differs from its expected run's: a record at a
+    run's path but made with another spec (say another cosine_alpha, which the path does
+    not show) must not pass for that run. `summaries` holds expected runs only."""
     expected = specs.set_index("run_id").loc[summaries["run_id"]].reset_index()
+    stale = pd.Series(False, index=expected.index)
+    lines = {}
     for col in expected.columns:
         a, b = expected[col], summaries[col]
         if a.dtype == "float64":
             same = pd.Series(np.isclose(a, b, rtol=1e-9, equal_nan=True))
         else:
             same = ((a == b) | (a.isna() & b.isna())).fillna(False).astype(bool)
-        if not same.all():
-            i = int(np.argmin(same.to_numpy()))
-            raise RecordError(f"record of run {expected['run_id'][i]} has {col}={b[i]} but "
-                              f"the config says {a[i]}; delete the stale record or fix the "
-                              "config")
+        for i in np.flatnonzero(~same.to_numpy() & ~stale.to_numpy()):
+            lines[i] = (f"record of run {expected['run_id'][i]} has {col}={b[i]} but the "
+                        f"config says {a[i]}")
+        stale |= ~same
+    return [lines[i] for i in sorted(lines)]
 
 
 def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:

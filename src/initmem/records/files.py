@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from initmem import __version__
-from initmem.errors import InputError
+from initmem.errors import InputError, naming
 from initmem.plan.spec import Recipe, Run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
@@ -253,9 +253,10 @@ def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
 def atomic_write_bytes(path: Path, write: Any) -> None:
     """Write a file by `write(fh)` into a temporary file, fsync, then rename it into
     place (mode 0644): a crash leaves the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with naming(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with naming(path), os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

@@ -4,7 +4,9 @@ A checkpoint file is a 64-byte hex SHA-256 of the payload, a newline, then the p
 (torch.save of a plain dict). Saving writes a temporary file, fsyncs it and renames it
 over `latest.pt` after moving the old one to `previous.pt`; so a crash at any moment
 leaves at least one complete checkpoint. Loading verifies the checksum and falls back
-to the previous generation, naming the file it rejected.
+to the previous generation, naming the file it rejected, for any failure: unreadable,
+checksum mismatch, a payload that does not unpickle, or (trainer.PackTrainer) one that
+does not restore.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import io
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from initmem.errors import InputError
+from initmem.errors import InputError, naming
 
 log = logging.getLogger("initmem.checkpoint")
 LATEST, PREVIOUS = "latest.pt", "previous.pt"
@@ -35,9 +38,10 @@ def save(folder: Path, payload: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     blob = buffer.getvalue()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
+    with naming(folder / LATEST):
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with naming(folder / LATEST), os.fdopen(fd, "wb") as fh:
             fh.write(hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
             fh.flush()
             os.fsync(fh.fileno())
@@ -51,27 +55,38 @@ def save(folder: Path, payload: dict[str, Any]) -> None:
 
 def read(path: Path) -> dict[str, Any]:
     """The payload of one checkpoint file; CheckpointError names a bad file."""
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror or err})") from None
     digest, _, blob = raw.partition(b"\n")
     if len(digest) != 64 or hashlib.sha256(blob).hexdigest().encode() != digest:
         raise CheckpointError(f"{path}: checksum mismatch (truncated or corrupted)")
     try:
-        return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
+        payload = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
     except Exception as err:  # a payload that does not unpickle: any error of pickle or torch
         raise CheckpointError(f"{path}: does not load ({type(err).__name__}: {err})") from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path}: holds a {type(payload).__name__}, not a checkpoint")
+    return payload
 
 
-def load_latest(folder: Path) -> dict[str, Any] | None:
-    """The newest good checkpoint in `folder`, or None when there is none to resume."""
+def generations(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The checkpoints in `folder` that read, newest first; a file that does not read is
+    named in a warning and skipped."""
     for name in (LATEST, PREVIOUS):
         path = folder / name
         if not path.exists():
             continue
         try:
-            return read(path)
+            yield path, read(path)
         except CheckpointError as err:
             log.warning("%s; falling back to an older checkpoint", err)
-    return None
+
+
+def load_latest(folder: Path) -> dict[str, Any] | None:
+    """The newest good checkpoint in `folder`, or None when there is none to resume."""
+    return next((payload for _, payload in generations(folder)), None)
 
 
 def remove(folder: Path) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.training import checkpoint, data
+from initmem.training import checkpoint, data, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
@@ -150,11 +150,13 @@ def main(args: argparse.Namespace) -> int:
     pack = Pack.load(args.spec)
     device = resolve_device(args.device, deterministic=not args.nondeterministic)
     speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
+    memory.check_fits(pack.recipe, device)
     log.info("%s; cuda_graph=%s, channels_last=%s", describe_device(device),
              speed["cuda_graph"], speed["channels_last"])
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
+    root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
     log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
              pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
              pack.recipe.epochs, pack.recipe.steps_per_epoch, root)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from initmem.errors import InputError
-from initmem.plan.spec import SYNTHETIC_TRAIN_SIZE, Recipe
+from initmem.plan.spec import EVAL_SIZE, SYNTHETIC_EVAL_SIZE, SYNTHETIC_TRAIN_SIZE, Recipe
 
 FOLDER = "cifar-10-batches-py"
 # Official MD5 sums, as torchvision's CIFAR10 lists them (copied to avoid importing
@@ -46,11 +46,9 @@ MD5 = {
 }
 TRAIN_FILES = tuple(f"data_batch_{k}" for k in range(1, 6))
 SPLIT_SEED = 42
-EVAL_SIZE = 10_000  # validation and test images
 PAD = 4  # reflect padding of the random crop
 STREAMS = ("init", "order", "augment")  # append only: a stream's seed depends on its index
 SYNTHETIC_SEED = 0
-SYNTHETIC_EVAL_SIZE = 500  # synthetic validation and test images unless eval_subset says
 SYNTHETIC_BLOCK = 500  # images generated per block: the first n never depend on the total
 SYNTHETIC_NUISANCE = 1.5  # class-free vs class pattern: nearest class mean ~90%, not 100%
 
@@ -121,6 +119,9 @@ def test_indices(n_test: int = EVAL_SIZE) -> np.ndarray:
 
 def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
     folder = root / FOLDER
+    if root.exists() and not root.is_dir():
+        raise DataError(f"the CIFAR-10 root {root} is a file; it must be the folder that "
+                        f"holds {FOLDER} (config data.root, --data-root)")
     if download and _unverified(folder):
         _download(root)
     if not folder.is_dir():

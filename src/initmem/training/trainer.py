@@ -275,10 +275,28 @@ class PackTrainer:
             checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
 
     def _resume(self) -> None:
-        saved = checkpoint.load_latest(self.checkpoint_dir)
-        if saved is None:
+        """Restore the newest checkpoint that restores; none in the folder: start over."""
+        failed = []
+        for path, saved in checkpoint.generations(self.checkpoint_dir):
+            self._check_compatible(saved)
+            try:
+                self._restore(saved)
+            except Exception as err:  # any malformed payload: an older generation may be whole
+                log.warning("%s: does not restore (%s: %s); falling back to an older "
+                            "checkpoint", path, type(err).__name__, err)
+                failed.append(path.name)
+                continue
+            log.info("resumed from checkpoint %s at epoch %d, update %d", path.name,
+                     self.epoch, self.k)
             return
-        if saved["pack"] != self.pack.to_dict():
+        if failed:  # a partial restore left this trainer neither fresh nor resumed
+            raise checkpoint.CheckpointError(
+                f"{self.checkpoint_dir}: no checkpoint restores ({', '.join(failed)}); "
+                "remove the folder to start the pack over")
+
+    def _check_compatible(self, saved: dict[str, Any]) -> None:
+        """Both generations are of one pack and one format: a mismatch is refused."""
+        if saved.get("pack") != self.pack.to_dict():
             raise checkpoint.CheckpointError(
                 f"{self.checkpoint_dir}: checkpoint of another pack; remove it to start over")
         if saved.get("format", 1) != CHECKPOINT_FORMAT:
@@ -286,6 +304,8 @@ class PackTrainer:
                 f"{self.checkpoint_dir}: checkpoint of an older initmem (format "
                 f"{saved.get('format', 1)}, this one reads {CHECKPOINT_FORMAT}); remove it to "
                 "start the pack over")
+
+    def _restore(self, saved: dict[str, Any]) -> None:
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         for gen, state in zip(self.order_gens + self.augment_gens,
@@ -304,7 +324,6 @@ class PackTrainer:
         for state in self.states:  # the workflow deletes a failed job's records: rewrite
             run_dir = self.out_dir / state.run.run_dir
             state.written = state.written and (run_dir / "summary.parquet").exists()
-        log.info("resumed from checkpoint at epoch %d, update %d", self.epoch, self.k)
 
 
 def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:

@@ -1,0 +1,121 @@
+"""The one layer that reads what a user writes (configs and pack specs) and checks it.
+
+`load_yaml` reads a YAML or JSON file strictly: floats as YAML 1.2 and JSON write them
+(PyYAML's YAML 1.1 rules read `1e-05`, which `json.dumps` writes, as a string), and a
+key written twice in one mapping is refused (PyYAML keeps the last one silently). Every
+failure to read is one line naming the file. `check_spec` holds a pack spec to the
+config schema's own field rules (strict JSON types: no bool for an integer, no string
+for a number), so `initmem grid` and `initmem train` accept exactly the same values.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from initmem.errors import InputError
+from initmem.plan.config import describe, schema
+
+FLOAT_TAG = "tag:yaml.org,2002:float"
+# YAML 1.2's core schema float: the exponent's sign and the mantissa's dot are optional.
+YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
+                              |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                              |[-+]?\.(?:inf|Inf|INF)
+                              |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 floats that refuses a key repeated in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}; each key may appear once in a mapping",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# A copy of SafeLoader's resolvers with the float rule replaced (never SafeLoader's own).
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != FLOAT_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+StrictLoader.add_implicit_resolver(FLOAT_TAG, YAML12_FLOAT, list("-+0123456789."))
+
+
+def parse_yaml(text: str, where: object = "<text>") -> Any:
+    """YAML or JSON text as Python data; InputError names `where` and the line."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = err.problem or err.context or "unreadable"
+        raise InputError(f"{where}: not valid YAML or JSON{at}: {problem}") from None
+    except yaml.YAMLError as err:
+        raise InputError(f"{where}: not valid YAML or JSON: {err}") from None
+
+
+def load_yaml(path: str | Path, what: str) -> dict[str, Any]:
+    """The mapping in a YAML or JSON file (`what`: 'config', 'pack spec', for messages)."""
+    path = Path(path)
+    if not path.is_file():
+        state = "is a folder" if path.is_dir() else "does not exist"
+        raise InputError(f"{what} {path} {state}; give the path of a YAML or JSON file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{what} {path} is not a text file (byte {err.start} is not "
+                         f"UTF-8); a {what} is YAML or JSON text") from None
+    if "\0" in text:
+        raise InputError(f"{what} {path} is not a text file (it holds NUL bytes); a "
+                         f"{what} is YAML or JSON text")
+    data = parse_yaml(text, path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {path} holds a {type(data).__name__}; a {what} must be a "
+                         "mapping of keys to values")
+    return data
+
+
+SPEC_REQUIRED = ("family", "arch", "optimizer", "b", "epochs")
+
+
+@cache
+def spec_schema() -> dict[str, Any]:
+    """A pack spec's JSON schema, built from the config schema's recipe and fields: a
+    recipe (its family named, the fields a config may leave to defaults required) and
+    a non-empty list of {sigma_w, seed}."""
+    config = schema()
+    recipe = copy.deepcopy(config["$defs"]["recipe"])
+    recipe["properties"]["family"] = {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}
+    recipe["required"] = list(SPEC_REQUIRED)
+    seed = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+    run = {"type": "object", "additionalProperties": False, "required": ["sigma_w", "seed"],
+           "properties": {"sigma_w": {"$ref": "#/$defs/field/sigma_w"}, "seed": seed}}
+    return {"$defs": config["$defs"], "type": "object", "additionalProperties": False,
+            "required": ["recipe", "runs"],
+            "properties": {"recipe": recipe,
+                           "runs": {"type": "array", "minItems": 1, "items": run}}}
+
+
+def check_spec(data: Any, where: object = "spec") -> None:
+    """Raise InputError with the first of a pack spec's schema violations, one line."""
+    validator = jsonschema.Draft202012Validator(spec_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise InputError(f"{where}: {describe(errors[0])}{more}")

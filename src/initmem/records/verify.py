@@ -1,0 +1,108 @@
+"""`initmem verify`: which of a config's runs have good records, in run folders or an archive.
+
+Every record file is read through its checksum (records.files), and each summary's spec
+is compared with the config's run. A run's records are
+    good      readable, checksums intact, made with the config's spec
+    missing   absent: no summary.parquet (never trained, or stopped before the end)
+    damaged   a record file (or the archive) does not read or does not match its checksum
+    stale     made with another spec than the config's, or of a run the config does not
+              have (left from an older config)
+One line per run that is not good, then the counts. Exit status 0 when every expected run
+is good, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from initmem.plan.grid import expand_runs, load_config
+from initmem.plan.spec import Run
+from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
+from initmem.records.archive import read_archive
+from initmem.records.files import RecordError, read_records
+
+GOOD, MISSING, DAMAGED, STALE = "good", "missing", "damaged", "stale"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The state of one run's records (or of the archive as a whole)."""
+
+    state: str
+    where: str  # run id, folder or archive
+    detail: str = ""
+
+
+def verify_folders(root: str | Path, runs: list[Run]) -> list[Finding]:
+    """A finding per expected run, then one per run folder the config does not have."""
+    root = Path(root)
+    findings = [_verify_folder(root, run) for run in runs]
+    expected = {run.run_dir for run in runs}
+    for summary in sorted(root.rglob("summary.parquet")):
+        folder = summary.parent.relative_to(root).as_posix()
+        if folder not in expected:
+            findings.append(Finding(STALE, folder, "not a run of the config"))
+    return findings
+
+
+def _verify_folder(root: Path, run: Run) -> Finding:
+    folder = root / run.run_dir
+    if not (folder / "summary.parquet").exists():
+        return Finding(MISSING, run.run_id, f"no {folder / 'summary.parquet'}")
+    try:
+        _, summary = read_records(folder)
+    except RecordError as err:
+        return Finding(DAMAGED, run.run_id, str(err))
+    return _spec_finding(run, summary)
+
+
+def _spec_finding(run: Run, summary: pd.DataFrame) -> Finding:
+    stale = spec_mismatches(expected_specs([run]), summary.reset_index(drop=True))
+    return Finding(STALE, run.run_id, stale[0]) if stale else Finding(GOOD, run.run_id)
+
+
+def verify_archive(path: str | Path, runs: list[Run]) -> list[Finding]:
+    """A finding per expected run and per archived run the config does not have; one
+    `damaged` finding for the whole archive when it does not read."""
+    try:
+        summaries = typed_summaries(read_archive(path)[0])
+    except RecordError as err:
+        return [Finding(DAMAGED, str(path), str(err))]
+    position = {run_id: i for i, run_id in enumerate(summaries["run_id"])}
+    findings = []
+    for run in runs:
+        if run.run_id not in position:
+            findings.append(Finding(MISSING, run.run_id, f"not in {path}"))
+        else:
+            findings.append(_spec_finding(run, summaries.iloc[[position[run.run_id]]]))
+    expected = {run.run_id for run in runs}
+    findings += [Finding(STALE, run_id, "not a run of the config") for run_id in position
+                 if run_id not in expected]
+    return findings
+
+
+def report(findings: list[Finding]) -> str:
+    lines = [f"{f.state:<8} {f.where}: {f.detail}" for f in findings if f.state != GOOD]
+    counts = Counter(f.state for f in findings)
+    lines.append(", ".join(f"{counts[s]} {s}" for s in (GOOD, MISSING, DAMAGED, STALE)))
+    return "\n".join(lines)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, required=True, help="the experiment config")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--records", type=Path, help="run folders root (results/runs)")
+    source.add_argument("--archive", type=Path, help="a runs archive (initmem archive pack)")
+
+
+def main(args: argparse.Namespace) -> int:
+    runs = expand_runs(load_config(args.config))
+    findings = (verify_archive(args.archive, runs) if args.archive
+                else verify_folders(args.records, runs))
+    print(report(findings))
+    return 0 if all(f.state == GOOD for f in findings) else 1

@@ -1,0 +1,249 @@
+"""The input layer: exact spec round-trips, and every bad input one line with status 2.
+
+The catalogue feeds `initmem train` and `initmem grid` the malformed specs and configs a
+hostile user tried, and asserts one line on stderr, exit status 2, the key (or file)
+named, and nothing under the output folder changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import yaml
+from workflow_helpers import TEST_CONFIG, snakemake
+
+from initmem import cli
+from initmem.errors import InputError
+from initmem.plan import grid
+from initmem.plan.inputs import parse_yaml
+from initmem.plan.spec import Pack, Recipe, Run
+
+BASE = {"family": "t", "arch": "resnet9", "optimizer": "sgd", "b": 8, "epochs": 1,
+        "width": 0.0625, "dataset": "synthetic", "train_subset": 16, "eval_subset": 8}
+
+
+def spec(**recipe) -> dict:
+    return {"recipe": {**BASE, **recipe}, "runs": [{"sigma_w": 0.5, "seed": 0}]}
+
+
+def test_pack_dump_and_load_round_trip_small_and_large_floats(tmp_path):
+    for exponent in range(-12, 4):
+        for mantissa in (1.0, 1.2345678901234567, 9.87654321):
+            x = mantissa * 10.0**exponent
+            recipe = Recipe(**{**BASE, "lr0": x, "l2": x, "weight_decay": x, "width": x})
+            pack = Pack(recipe, (Run(recipe, x, 0),))
+            pack.dump(tmp_path / "s.json")
+            assert Pack.load(tmp_path / "s.json") == pack, x
+
+
+def test_random_specs_round_trip_exactly(tmp_path):
+    rng = random.Random(0)
+
+    def number(low: float, high: float) -> float:  # log-uniform, any mantissa
+        return 10 ** rng.uniform(low, high)
+
+    for _ in range(200):
+        recipe = Recipe(**{**BASE, "optimizer": "sgd_momentum", "lr0": number(-12, 3),
+                           "width": number(-3, 0),
+                           "cosine_alpha": rng.random(), "momentum": 0.001 + rng.random() * 0.998,
+                           "l2": rng.choice([0.0, number(-12, 3)]),
+                           "weight_decay": rng.choice([0.0, number(-12, 3)])})
+        sigmas = sorted({round(number(-2, 1), rng.choice([2, 6, 17])) for _ in range(3)})
+        runs = {f"{s:.2f}": Run(recipe, s, rng.randrange(2**31)) for s in sigmas}
+        pack = Pack(recipe, tuple(runs.values()))
+        pack.dump(tmp_path / "s.json")
+        assert Pack.load(tmp_path / "s.json") == pack
+
+
+def test_yaml_floats_read_as_yaml_1_2_and_json_write_them():
+    assert parse_yaml("a: 1e-05\nb: 1.0e-5\nc: 1e3\nd: .5\ne: -2E+2\nf: '1e-5'") == {
+        "a": 1e-05, "b": 1e-05, "c": 1000.0, "d": 0.5, "e": -200.0, "f": "1e-5"}
+    assert parse_yaml("n: 12\ns: abc\nt: true") == {"n": 12, "s": "abc", "t": True}
+
+
+def test_a_config_with_a_small_lr0_trains_through_the_workflow(tmp_path):
+    text = TEST_CONFIG.read_text().replace("lr0: 1.0e-3", "lr0: 1.0e-5")
+    assert "lr0: 1.0e-5" in text
+    config_path = tmp_path / "small_lr.yaml"
+    config_path.write_text(text)
+    pack = next(iter(grid.make_packs(grid.load_config(config_path)).values()))
+    assert pack.recipe.lr0 == 1e-5
+    target = f"results/runs/{pack.runs[0].run_dir}/summary.parquet"
+    done = snakemake(tmp_path, config_path, target)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / target).exists()
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    code = cli.main(argv)
+    return code, capsys.readouterr().err
+
+
+def snapshot(folder) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def mutated(change) -> dict:
+    data = copy.deepcopy(spec())
+    change(data)
+    return data
+
+
+def text_of(data: dict) -> str:
+    return json.dumps(data)
+
+
+# name -> (file text, the key or words the one line must name)
+SPEC_CASES = {
+    "sigma_w string": (text_of(mutated(lambda d: d["runs"][0].update(sigma_w="abc"))),
+                       "sigma_w"),
+    "sigma_w numeric string": (text_of(mutated(lambda d: d["runs"][0].update(sigma_w="1.5"))),
+                               "sigma_w"),
+    "sigma_w bool": (text_of(mutated(lambda d: d["runs"][0].update(sigma_w=True))), "sigma_w"),
+    "sigma_w missing": (text_of(mutated(lambda d: d["runs"][0].pop("sigma_w"))), "sigma_w"),
+    "runs of numbers": (text_of(mutated(lambda d: d.update(runs=[1]))), "runs"),
+    "recipe a list": (text_of(mutated(lambda d: d.update(recipe=[1, 2]))), "recipe"),
+    "epochs bool": (text_of(spec(epochs=True)), "epochs"),
+    "b bool": (text_of(spec(b=True)), "b"),
+    "epochs huge": (text_of(spec(epochs=10**12)), "epochs"),
+    "cosine_alpha string": (text_of(spec(cosine_alpha="x")), "cosine_alpha"),
+    "momentum string": (text_of(spec(momentum="x")), "momentum"),
+    "b above the training set": (text_of(spec(b=32)), "b"),
+    "train_subset above synthetic": (text_of(spec(train_subset=5000)), "train_subset"),
+    "eval_subset above synthetic": (text_of(spec(eval_subset=4000)), "eval_subset"),
+    "width huge": (text_of(spec(width=1e6)), "width"),
+    "colliding sigma_w": (text_of(mutated(lambda d: d.update(
+        runs=[{"sigma_w": 0.501, "seed": 0}, {"sigma_w": 0.504, "seed": 0}]))), "sw0.50-s0"),
+    "duplicate key": ("recipe: {arch: resnet9, arch: resnet56}\nruns: []\n", "duplicate key"),
+    "YAML syntax error": ("recipe: [1, 2\n", "line"),
+    "binary file": ("\0\x89PNG\r\n", "text file"),
+    "not a mapping": ("- 1\n- 2\n", "mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPEC_CASES))
+def test_bad_specs_are_one_line_with_status_2(tmp_path, capsys, case):
+    text, named = SPEC_CASES[case]
+    spec_path, out = tmp_path / "spec.json", tmp_path / "out"
+    spec_path.write_text(text)
+    out.mkdir()
+    (out / "kept.txt").write_text("untouched")
+    before = snapshot(out)
+    code, err = run_cli(["train", str(spec_path), str(out), "--device", "cpu"], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert named in err, err
+    assert snapshot(out) == before
+
+
+def test_missing_spec_file_and_folder_are_named(tmp_path, capsys):
+    for path in (tmp_path / "nope.json", tmp_path):
+        code, err = run_cli(["train", str(path), str(tmp_path / "out"), "--device", "cpu"],
+                            capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_data_root_that_is_a_file_is_named(tmp_path, capsys):
+    spec_path, root = tmp_path / "spec.json", tmp_path / "root"
+    spec_path.write_text(text_of(spec(dataset="cifar10", train_subset=16)))
+    root.write_text("not a folder")
+    code, err = run_cli(["train", str(spec_path), str(tmp_path / "out"), "--device", "cpu",
+                         "--data-root", str(root)], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{root} is a file" in err
+
+
+CONFIG_CASES = {
+    "duplicate key": (lambda text: text.replace("  pack_size: 2\n",
+                                                "  pack_size: 2\n  pack_size: 3\n"),
+                      "duplicate key 'pack_size'"),
+    "lr0 string": (lambda text: text.replace("lr0: 1.0e-3", "lr0: '1e-3'"), "lr0"),
+    "b bool": (lambda text: text.replace("b: 32", "b: true"), "b"),
+    "sigma_w numeric string": (lambda text: text.replace("two: [0.5, 2.0]", "two: ['1.5']"),
+                               "sigma_sets.two"),
+    "b above the training set": (lambda text: text.replace("b: 32", "b: 128"), "b=128"),
+    "YAML syntax error": (lambda text: text + "families: [\n", "line"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_CASES))
+def test_bad_configs_are_one_line_with_status_2(tmp_path, capsys, case):
+    edit, named = CONFIG_CASES[case]
+    path = tmp_path / "config.yaml"
+    path.write_text(edit(TEST_CONFIG.read_text()))
+    code, err = run_cli(["grid", "--config", str(path), "--packs-dir", str(tmp_path / "p")],
+                        capsys)
+    assert code == 2, err
+    assert named in err, err
+    assert not (tmp_path / "p").exists()
+
+
+def test_config_check_and_spec_check_agree_on_a_bool_b():
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["families"]["main"]["recipe"]["b"] = True
+    with pytest.raises(InputError, match="b=True"):
+        grid.validate_config(config)
+    with pytest.raises(InputError, match="b=True"):
+        Pack.from_dict(spec(b=True))
+
+
+def train_tiny(tmp_path, capsys, out) -> tuple[int, str]:
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(text_of(spec()))
+    return run_cli(["train", str(spec_path), str(out), "--device", "cpu", "--no-progress"],
+                   capsys)
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_room_needed(tmp_path, capsys,
+                                                                     monkeypatch):
+    def full(_fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "out") in err and "No space left" in err, err
+    assert "three copies of its checkpoint" in err
+
+
+def test_a_read_only_output_folder_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    def read_only(*_args, dir, **_kw):  # noqa: A002 (mkstemp's own name)
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), dir)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "out") in err and "read-only" in err, err
+
+
+def test_an_output_folder_under_a_file_is_one_line_naming_it(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "file" / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert str(tmp_path / "file") in err and "not a folder" in err, err
+
+
+def test_a_closed_pipe_ends_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "initmem", "grid", "--config",
+                             str(TEST_CONFIG)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head` does once it has its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == ""
+
+
+def test_snakemake_refuses_a_config_with_a_repeated_key(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(TEST_CONFIG.read_text().replace("  pack_size: 2\n",
+                                                    "  pack_size: 2\n  pack_size: 3\n"))
+    done = snakemake(tmp_path, path, "-n")
+    assert done.returncode != 0
+    assert "duplicate key 'pack_size'" in done.stdout + done.stderr
