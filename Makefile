@@ -12,7 +12,15 @@ SHARED_CIFAR := ../shared/data/make_cifar10_batches.py
 
 LAPTOP_ARCHIVE := results/laptop/runs.tar
 
-.PHONY: venv demo laptop test lint clean
+# The HTML report: of the demo by default, or of a runs archive's records with
+# ARCHIVE=PATH (its config read from the archive unless CONFIG=... names one).
+ARCHIVE ?=
+REPORT := results/report/report.html
+ARCHIVED_CONFIG := results/report/archived.yaml
+CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
+REPORT_FLAGS = --configfile $(CONFIG) $(if $(ARCHIVE),--config archive=$(ARCHIVE))
+
+.PHONY: venv demo laptop report test lint clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +44,18 @@ demo: venv $(CIFAR_ROOT)/cifar-10-batches-py
 laptop: venv
 	$(BIN)/snakemake tables figures claims --profile workflow/profiles/default \
 		--cores $(CORES) --configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE)
+
+# Builds what the report shows (training the demo first if `make demo` has not), then the
+# report itself: one self-contained HTML file.
+report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
+	$(BIN)/snakemake report_files --profile workflow/profiles/default --cores $(CORES) \
+		$(REPORT_FLAGS)
+	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
+	@echo "open $(REPORT) in a browser"
+
+$(ARCHIVED_CONFIG): $(ARCHIVE)
+	mkdir -p $(@D)
+	$(BIN)/python -m initmem archive config $(ARCHIVE) > $@
 
 test: venv
 	$(BIN)/pytest -q

@@ -20,6 +20,10 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/archive.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
 
 
 onstart:
@@ -52,3 +56,10 @@ rule archive:
 rule claims:
     input:
         CLAIMS_FILES,
+
+
+# What the HTML report shows; `snakemake --report results/report/report.html report_files`
+# then writes the report itself (make report).
+rule report_files:
+    input:
+        get_report_files(),

@@ -2,9 +2,9 @@
 
 The commands in the order of the data's path: plan (grid, cost), training (train),
 records (aggregate, archive, verify, synthetic-records), analysis (table, figure, macros,
-scorecard, claims) and the paper. Each command module provides `configure_parser(parser)`
-and `main(args)`; only the chosen module is imported, so `train` does not pay for
-matplotlib and `figure` not for torch.
+scorecard, claims), the paper and its HTML report. Each command module provides
+`configure_parser(parser)` and `main(args)`; only the chosen module is imported, so `train`
+does not pay for matplotlib and `figure` not for torch.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "macros": ("analysis.macros", "write the numbers quoted in the paper's prose"),
         "scorecard": ("analysis.scorecard", "compare reproduced and published numbers"),
         "claims": ("analysis.claims", "judge the paper's claims on a runs table")},
-    "paper": {"paper": ("paper", "write the paper's run status, or build its PDF")},
+    "paper": {"paper": ("paper", "write the paper's run status, or build its PDF"),
+              "report": ("paper.report", "the HTML report's pages, or check it in Chromium")},
 }
 COMMANDS = {name: (f"initmem.{module}", text)
             for commands in STAGES.values() for name, (module, text) in commands.items()}

@@ -108,3 +108,76 @@ def confirm_cpu_launch():
     warning = cost.cpu_launch_warning(pending, config["confirm_cpu_full"])
     if warning:
         raise WorkflowError(warning)
+
+
+# The HTML report: its pages, and what it shows where (workflow/rules/report.smk).
+REPORT_DIR = "results/report"
+CAPTIONS = Path(workflow.basedir) / "workflow" / "report"
+MARKS_FILE = f"{REPORT_DIR}/marks.json"
+
+
+def config_name():
+    """The config file this run read, relative to the checkout when it lies inside."""
+    path = Path(
+        workflow.configfiles[-1] if workflow.configfiles else "config.yaml"
+    ).resolve()
+    base = Path(workflow.basedir).resolve()
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
+# Where each figure and table sits in the paper: (category, subcategory). Categories are
+# numbered because the report lists them alphabetically.
+MAIN, APPENDIX = "2 Main text", "3 Appendices"
+FIGURE_SECTIONS = {
+    1: (MAIN, "§3.1 SGD vs. Adam and Muon"),
+    2: (MAIN, "§3.1 SGD vs. Adam and Muon"),
+    3: (MAIN, "§3.1 SGD vs. Adam and Muon"),
+    4: (MAIN, "§3.2 Dependence on hyperparameters"),
+    5: (MAIN, "§3.2 Dependence on hyperparameters"),
+    6: (MAIN, "§4 The time scale of forgetting"),
+    7: (APPENDIX, "D Depth comparison"),
+    8: (APPENDIX, "E Normalization and augmentation"),
+    9: (APPENDIX, "G Minimal linear model"),
+}
+TABLE_SECTIONS = {
+    1: (APPENDIX, "A Experimental details"),
+    2: (APPENDIX, "B Supplementary tables"),
+    3: (APPENDIX, "B Supplementary tables"),
+    4: (APPENDIX, "C Learning-rate ablation"),
+    5: (APPENDIX, "D Depth comparison"),
+    6: (APPENDIX, "E Normalization and augmentation"),
+    7: (APPENDIX, "F Best-training pipeline"),
+}
+REPRODUCTION = "1 Reproduction"
+
+
+def reported(path, caption, section):
+    category, subcategory = section
+    return report(
+        path,
+        caption=str(CAPTIONS / f"{caption}.rst"),
+        category=category,
+        subcategory=subcategory,
+    )
+
+
+def get_report_files():
+    """Every file the report shows: run status, scorecard, claims and paper first, then
+    Figures 1-9 and Tables 1-7 under their sections."""
+    files = [
+        reported(f"{REPORT_DIR}/status.html", "status", (REPRODUCTION, "Run status")),
+        reported(
+            f"{REPORT_DIR}/scorecard.html", "scorecard", (REPRODUCTION, "Scorecard")
+        ),
+        reported(f"{REPORT_DIR}/claims.html", "claims", (REPRODUCTION, "Claims")),
+        reported(PAPER_PDF, "paper", (REPRODUCTION, "Paper")),
+    ]
+    files += [
+        reported(f"results/figures/fig{n}.png", f"figures/fig{n}", section)
+        for n, section in FIGURE_SECTIONS.items()
+    ]
+    files += [
+        reported(f"{REPORT_DIR}/tables/table{n}.html", f"tables/table{n}", section)
+        for n, section in TABLE_SECTIONS.items()
+    ]
+    return files

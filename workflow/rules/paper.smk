@@ -14,8 +14,11 @@ rule write_paper_status:
         "../../envs/analysis.yaml"
     params:
         initmem=INITMEM,
+        config_name=config_name(),
+        archive=f"--archive {ARCHIVE}" if ARCHIVE else "",
     shell:
-        "{params.initmem} paper status --runs {input.runs} --out {output} > {log} 2>&1"
+        "{params.initmem} paper status --runs {input.runs} --out {output} "
+        "--config-name {params.config_name:q} {params.archive} > {log} 2>&1"
 
 
 rule build_paper:

@@ -1,0 +1,87 @@
+# The HTML report's own pages (`snakemake --report`): what Snakemake cannot show from LaTeX
+# or CSV (Tables 1-7, scorecard, claims) and the run status (initmem.paper.report). What
+# the report shows, with its captions (workflow/report/) and places in the paper:
+# get_report_files in common.smk, the Snakefile's `report_files` target.
+
+
+rule write_report_status:
+    input:
+        runs=RUNS_TABLE,
+        config=CONFIG_FILE,
+    output:
+        status=f"{REPORT_DIR}/status.html",
+        marks=MARKS_FILE,
+    log:
+        "logs/report/status.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+        config_name=config_name(),
+        archive=f"--archive {ARCHIVE}" if ARCHIVE else "",
+    shell:
+        "{params.initmem} report status --runs {input.runs} "
+        "--config-name {params.config_name:q} {params.archive} --config {input.config} "
+        "--out {output.status} --marks {output.marks} > {log} 2>&1"
+
+
+rule render_table_page:
+    input:
+        cells="results/tables/table{n}.csv",
+        config=CONFIG_FILE,
+        marks=MARKS_FILE,
+    output:
+        f"{REPORT_DIR}/tables/table{{n}}.html",
+    log:
+        "logs/report/table{n}.log",
+    wildcard_constraints:
+        n="[2-7]",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+    shell:
+        "{params.initmem} report table {wildcards.n} --cells {input.cells} "
+        "--config {input.config} "
+        "--marks {input.marks} --out {output} > {log} 2>&1"
+
+
+rule render_settings_table_page:
+    input:
+        config=CONFIG_FILE,
+        marks=MARKS_FILE,
+    output:
+        f"{REPORT_DIR}/tables/table1.html",
+    log:
+        "logs/report/table1.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+    shell:
+        "{params.initmem} report table 1 --config {input.config} "
+        "--marks {input.marks} --out {output} > {log} 2>&1"
+
+
+rule render_csv_page:
+    input:
+        csv="results/{name}/{name}.csv",
+        marks=MARKS_FILE,
+    output:
+        f"{REPORT_DIR}/{{name}}.html",
+    log:
+        "logs/report/{name}.log",
+    wildcard_constraints:
+        name="scorecard|claims",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+        title=lambda wildcards: wildcards.name.capitalize(),
+    shell:
+        "{params.initmem} report csv {input.csv} --title {params.title} "
+        "--marks {input.marks} --out {output} > {log} 2>&1"
