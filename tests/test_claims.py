@@ -149,6 +149,14 @@ def test_a_bad_claims_file_names_the_problem(tmp_path, edit, message):
         claims.read_claims(path)
 
 
+def test_a_claims_file_with_a_repeated_key_is_refused(tmp_path):
+    """Claims are read as strictly as configs: the second `section` would win silently."""
+    path = tmp_path / "claims.yaml"
+    path.write_text(CLAIMS.read_text().replace("  - id:", "  - section: x\n    id:", 1))
+    with pytest.raises(claims.ClaimsError, match="duplicate key 'section'"):
+        claims.read_claims(path)
+
+
 def test_cli_writes_the_csv_and_the_latex_table(tmp_path):
     runs = runs_table([*sweep("sgd", 128, 0.40, 0.15), *sweep("adam", 128, 0.40, 0.01)])
     runs.to_parquet(tmp_path / "runs.parquet")

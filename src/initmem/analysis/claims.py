@@ -33,6 +33,7 @@ from initmem.analysis import metrics
 from initmem.analysis.scorecard import tally
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
+from initmem.plan.inputs import load_yaml
 from initmem.vocabulary import FIVE_SIGMAS, GENERATED, SYNTHETIC_MARK
 
 SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
@@ -70,9 +71,9 @@ def schema() -> dict[str, Any]:
 def read_claims(path: str | Path) -> list[dict[str, Any]]:
     """The claims of a file, checked against the schema and for consistent names."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ClaimsError(f"{path}: unreadable claims file ({err})") from None
+        data = load_yaml(path, "claims file")
+    except InputError as err:
+        raise ClaimsError(str(err)) from None
     errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
                     key=lambda e: list(map(str, e.path)))
     if errors:
