@@ -108,6 +108,17 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     again = snakemake(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # The aggregate asks for the runs' summaries only: a run without one trains again
+    # (with its pack, and only that pack).
+    pack_id, pack = next(iter(grid.make_packs(config).items()))
+    lost = tmp_path / "results" / "runs" / pack.runs[1].run_dir / "summary.parquet"
+    saved = lost.read_bytes()
+    lost.unlink()  # as `initmem verify` advises for a damaged run
+    counts = dry_run(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet",
+                     "--forcerun", "aggregate_runs")
+    assert {r for r in counts if r.startswith("train_")} == {f"train_{pack_id}"}
+    lost.write_bytes(saved)
+
     edited = yaml.safe_load(TEST_CONFIG.read_text())
     edited["execution"].update(pack_size=1, device="auto")  # regroup, another device
     regrouped = tmp_path / "regrouped.yaml"

@@ -6,7 +6,7 @@ if not ARCHIVE:
     rule pack_archive:
         input:
             config=CONFIG_FILE,
-            records=all_run_files(),
+            records=summary_files(),
         output:
             ARCHIVE_FILE,
         log:
