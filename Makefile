@@ -20,7 +20,12 @@ ARCHIVED_CONFIG := results/report/archived.yaml
 CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(CONFIG) $(if $(ARCHIVE),--config archive=$(ARCHIVE))
 
-.PHONY: venv demo laptop report test lint clean
+.PHONY: prerequisites venv demo laptop report slurm-profile test lint clean
+
+# Python 3.11 and TeX, checked in a second before anything is built or trained (installed
+# with apt-get where we are root; otherwise the message names the command to run).
+prerequisites:
+	@workflow/prerequisites.sh $(PYTHON)
 
 venv: $(VENV)/.installed
 
@@ -35,27 +40,32 @@ $(VENV)/.installed: pyproject.toml
 $(CIFAR_ROOT)/cifar-10-batches-py:
 	@if [ -f $(SHARED_CIFAR) ]; then $(BIN)/python $(SHARED_CIFAR) $(CIFAR_ROOT); fi
 
-demo: venv $(CIFAR_ROOT)/cifar-10-batches-py
-	$(BIN)/snakemake --profile workflow/profiles/default --configfile config/demo.yaml \
-		--cores $(CORES) all
+demo: prerequisites
+	$(MAKE) --no-print-directory venv $(CIFAR_ROOT)/cifar-10-batches-py
+	$(BIN)/snakemake all --cores $(CORES) --configfile config/demo.yaml
 
 # The laptop-scale study's tables, figures and claims rebuilt from its committed archive:
 # no training, no data set needed.
 laptop: venv
-	$(BIN)/snakemake tables figures claims --profile workflow/profiles/default \
-		--cores $(CORES) --configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE)
+	$(BIN)/snakemake tables figures claims --cores $(CORES) \
+		--configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE)
 
 # Builds what the report shows (training the demo first if `make demo` has not), then the
 # report itself: one self-contained HTML file.
 report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
-	$(BIN)/snakemake report_files --profile workflow/profiles/default --cores $(CORES) \
-		$(REPORT_FLAGS)
+	$(BIN)/snakemake report_files --cores $(CORES) $(REPORT_FLAGS)
 	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
 	@echo "open $(REPORT) in a browser"
 
 $(ARCHIVED_CONFIG): $(ARCHIVE)
 	mkdir -p $(@D)
 	$(BIN)/python -m initmem archive config $(ARCHIVE) > $@
+
+# Once per user on a SLURM cluster: the named profile, so `snakemake --profile slurm all`
+# works as typed (FORCE=1 replaces a different profile already there).
+slurm-profile: venv
+	$(BIN)/initmem slurm-profile $(if $(ACCOUNT),--account $(ACCOUNT)) \
+		$(if $(PARTITION),--partition $(PARTITION)) $(if $(FORCE),--force)
 
 test: venv
 	$(BIN)/pytest -q

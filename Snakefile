@@ -1,7 +1,9 @@
 # Reproduce "Do Deep Networks Forget Initialization?": train every run of the config,
 # aggregate the records, then render the paper's tables, figures and PDF.
-#   snakemake --profile workflow/profiles/default all                 (config.yaml)
-#   snakemake --profile workflow/profiles/default --configfile config/demo.yaml all
+#   snakemake all                                  (config.yaml: the paper)
+#   snakemake all --configfile config/demo.yaml
+#   snakemake --profile slurm all                  (after `initmem slurm-profile`)
+# profiles/default, the workflow's profile, is read without being named.
 # A --configfile replaces config.yaml entirely: each config describes every run.
 
 from snakemake.utils import min_version

@@ -6,7 +6,7 @@
 #   .ci/local_slurm.sh status    sinfo
 #   .ci/local_slurm.sh stop      stop the three daemons (by their pid files)
 # The workflow then runs with (the target before --configfile, which takes several files)
-#   snakemake --profile workflow/profiles/slurm all --slurm-no-account \
+#   initmem slurm-profile && snakemake --profile slurm all --slurm-no-account \
 #       --slurm-status-command squeue --configfile config/test.yaml
 set -euo pipefail
 

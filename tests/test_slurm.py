@@ -11,7 +11,14 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import TEST_CONFIG, job_counts, snakemake, snakemake_background
+from workflow_helpers import (
+    TEST_CONFIG,
+    job_counts,
+    scratch_checkout,
+    snakemake,
+    snakemake_background,
+    typed,
+)
 
 from initmem.plan import grid
 
@@ -82,3 +89,21 @@ def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
     assert "resumed from checkpoint" in log.read_text()
     table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
     assert (table["status"] == "completed").all() and (table["epochs_run"] == 400).all()
+
+
+@pytest.mark.slow
+def test_the_demo_through_the_named_profile_as_typed(tmp_path):
+    """The README's cluster command, verbatim after `initmem slurm-profile`, plus the two
+    flags a cluster without accounting needs (on generated images: tests may not need
+    CIFAR-10). Training jobs go to SLURM; tables, figures and the PDF are built here."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    checkout = scratch_checkout(tmp_path / "checkout", synthetic_demo=True)
+    assert typed("initmem slurm-profile", checkout, env).returncode == 0
+    done = typed("snakemake --profile slurm all --configfile config/demo.yaml "
+                 "--slurm-no-account --slurm-status-command squeue", checkout, env,
+                 timeout=1800)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-5000:]
+    packs = grid.make_packs(grid.load_config(checkout / "config" / "demo.yaml"))
+    assert log.count("has been submitted with SLURM jobid") == len(packs)
+    assert (checkout / "results" / "paper" / "paper.pdf").stat().st_size > 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -14,10 +17,11 @@ DEMO_CONFIG = ROOT / "config" / "demo.yaml"
 
 
 def snakemake_command(workdir: Path, config: Path, *args: str, profile: str) -> list[str]:
-    """snakemake with a profile of workflow/profiles, 2 cores, in workdir; args are targets
-    and options (targets first: --configfile takes every word after it)."""
+    """snakemake with a profile of profiles/ (the workflow's own, profiles/default, is read
+    anyway), 2 cores, in workdir; args are targets and options (targets first:
+    --configfile takes every word after it)."""
     return [SNAKEMAKE, *args, "--snakefile", str(ROOT / "Snakefile"), "--directory",
-            str(workdir), "--profile", str(ROOT / "workflow" / "profiles" / profile),
+            str(workdir), "--profile", str(ROOT / "profiles" / profile),
             "--cores", "2", "--configfile", str(config)]
 
 
@@ -44,3 +48,32 @@ def job_counts(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def scratch_checkout(where: Path, config: Path = PAPER_CONFIG, synthetic_demo: bool = False
+                     ) -> Path:
+    """A folder laid out as this checkout (its workflow, sources and configs linked), where
+    the README's commands run as typed and write only there; `config` becomes its
+    config.yaml. synthetic_demo: config/demo.yaml there reads generated images, since
+    tests may not need CIFAR-10."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "workflow", "profiles", "src", "paper"):
+        (where / name).symlink_to(ROOT / name)
+    (where / "config.yaml").symlink_to(config)
+    (where / "config").mkdir()
+    for path in (ROOT / "config").glob("*.yaml"):
+        (where / "config" / path.name).symlink_to(path)
+    if synthetic_demo:
+        demo = yaml.safe_load(DEMO_CONFIG.read_text())
+        demo["common"]["dataset"] = "synthetic"
+        (where / "config" / "demo.yaml").unlink()
+        (where / "config" / "demo.yaml").write_text(yaml.safe_dump(demo, sort_keys=False))
+    return where
+
+
+def typed(command: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900
+          ) -> subprocess.CompletedProcess:
+    """A command line exactly as a user types it, with the venv's tools first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PATH": path, **(env or {})})

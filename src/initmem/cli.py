@@ -22,7 +22,9 @@ IO_EXIT = 74  # EX_IOERR: a read or write failed (full disk, read-only folder, m
 # command -> (module, help), by stage in the order of the data's path
 STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "plan": {"grid": ("plan.grid", "expand a config into its runs and packs"),
-             "cost": ("plan.cost", "project the GPU-hours of a config")},
+             "cost": ("plan.cost", "project the GPU-hours of a config"),
+             "slurm-profile": ("plan.slurm_profile", "install the SLURM profile once: "
+                               "then `snakemake --profile slurm all`")},
     "training": {"train": ("training.command", "train one pack of runs from a spec file")},
     "records": {
         "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),

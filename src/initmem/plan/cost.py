@@ -254,7 +254,8 @@ def cpu_launch_warning(packs: list[Pack], confirmed: bool) -> str | None:
             f"{len(packs):,} packs here: about {hours:,.0f} GPU-hours on one H100-class "
             "GPU, and many times that on this CPU. To train here anyway add "
             "`--config confirm_cpu_full=True`; to use a cluster add `--profile "
-            "workflow/profiles/slurm`; to rebuild tables and figures without training "
+            "slurm` (installed once by `initmem slurm-profile`); to rebuild tables and "
+            "figures without training "
             "add `--config archive=PATH` (a runs archive, `snakemake archive`).")
 
 
