@@ -84,7 +84,9 @@ def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out + err
-    assert (out + err).count("has been submitted with SLURM jobid") == 2
+    # 2 allocations, or more on a slow machine: the profile's own SIGUSR1 ten minutes
+    # before the 15-minute limit preempts a second time, and each allocation resumes.
+    assert (out + err).count("has been submitted with SLURM jobid") >= 2
     (log,) = (tmp_path / "logs" / "train").glob("*.log")
     assert "resumed from checkpoint" in log.read_text()
     table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
