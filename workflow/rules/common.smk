@@ -80,6 +80,7 @@ def train_flags():
     flags += [
         f"--{key.replace('_', '-')} {SWITCH[EXECUTION[key]]}" for key in SPEED_PATHS
     ]
+    flags += [] if EXECUTION["compaction"] else ["--no-compaction"]
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
     return " ".join(flags)
