@@ -6,12 +6,13 @@ Every expected number is worked out by hand in the comments.
 import csv
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from initmem import cli
 from initmem.errors import InputError
-from initmem.plan import cost
+from initmem.plan import cost, grid
 from initmem.plan.spec import ARCHS, Pack, Recipe, Run
 from initmem.training.models import build_model, train_flops_per_image
 
@@ -252,7 +253,8 @@ def test_cost_command(tmp_path, capsys):
     assert cli.main(["cost", "--config", str(config), "--bench", str(bench)]) == 0
     out = capsys.readouterr().out
     assert "gpu-x" in out and str(bench) in out
-    assert [line.split()[0] for line in out.splitlines()[2:]] == ["main", "total"]
+    assert [line.split()[0] for line in out.splitlines()[2:-2]] == ["main", "total"]
+    assert out.splitlines()[-2].startswith("epochs: 0 runs as recorded (no --records table)")
     assert cli.main(["cost", "--config", str(config), "--bench", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
@@ -317,3 +319,67 @@ def test_cpu_launch_warning_states_the_bill(monkeypatch):
     assert "200 runs in 1 packs" in message and "confirm_cpu_full=True" in message
     assert cost.cpu_launch_warning([big], confirmed=True) is None
     assert cost.cpu_launch_warning([make_pack(4)], confirmed=False) is None  # 0.2 s of work
+
+
+def table5_run(optimizer: str = "sgd", sigma_w: float = 0.1, **recipe) -> Run:
+    fields = {"family": "depth", "arch": "resnet56", "optimizer": optimizer, "b": 16,
+              "epochs": 300, "patience": 30, **recipe}
+    return Run(Recipe(**fields), sigma_w, 0)
+
+
+def test_stopping_estimates_from_table5_plus_patience():
+    stopping = cost.config_stopping(grid.load_config(ROOT / "config.yaml"),
+                                    ROOT / "paper" / "published")
+    # Table 5, b = 16, ResNet-56: SGD's best epoch at sigma_w 0.1 is 13.3, Adam's 10.0.
+    assert stopping.epochs(table5_run()) == pytest.approx(13.3 + 30)
+    assert stopping.epochs(table5_run("sgd_momentum", momentum=0.9)) == pytest.approx(43.3)
+    assert stopping.epochs(table5_run("adamw")) == pytest.approx(10.0 + 30)  # adaptive
+    assert stopping.epochs(table5_run("muon")) == pytest.approx(10.0 + 30)
+    assert stopping.epochs(table5_run(patience=None)) == 300  # does not stop early
+    assert stopping.epochs(table5_run(epochs=20)) == 20  # not Table 5's recipe: a bound
+    assert stopping.epochs(table5_run(sigma_w=0.7)) == 300  # no published number
+    # b = 128, sigma_w 2.5: best epoch 177.3 + 30
+    assert stopping.epochs(table5_run(sigma_w=2.5, b=128)) == pytest.approx(207.3)
+
+
+def test_a_records_table_gives_the_measured_epochs(tmp_path):
+    run, missing = table5_run(), table5_run(sigma_w=0.5)
+    path = tmp_path / "runs.parquet"
+    pd.DataFrame({"run_id": [run.run_id, missing.run_id], "status": ["early_stopped", "missing"],
+                  "epochs_run": [57, None]}).to_parquet(path)
+    stopping = cost.Stopping.from_files(ROOT / "paper" / "published", records=path)
+    assert stopping.epochs(run) == 57
+    assert stopping.epochs(missing) == pytest.approx(12.1 + 30)  # Table 5's estimate
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(InputError, match="--records .*bad.parquet: not a runs table"):
+        cost.Stopping.from_files(ROOT / "paper" / "published", records=tmp_path / "bad.parquet")
+    with pytest.raises(InputError, match="published table .*table5.csv does not exist"):
+        cost.Stopping.from_files(tmp_path)
+
+
+def test_compaction_pays_each_stretch_at_the_runs_still_training():
+    pack = make_pack(3, epochs=3000)  # minutes of work, so that the time limits differ
+    stops = dict(zip([r.run_id for r in pack.runs], (1000, 2000, 3000), strict=True))
+    stopping = cost.Stopping({}, measured=stops)
+
+    def epoch(n: int) -> float:
+        return cost.pack_seconds(make_pack(n, epochs=1))
+
+    # 1000 epochs with 3 runs, 1000 with 2, 1000 with 1; without compaction 3000 with 3
+    assert cost.pack_seconds(pack, stopping=stopping) == pytest.approx(
+        1000 * (epoch(3) + epoch(2) + epoch(1)))
+    assert cost.pack_seconds(pack, stopping=stopping, compaction=False) == pytest.approx(
+        3000 * epoch(3))
+    assert cost.runtime_minutes(pack, 1, stopping=stopping) < cost.runtime_minutes(
+        pack, 1, stopping=stopping, compaction=False)
+
+
+def test_paper_projection_counts_early_stopping_and_compaction():
+    config = grid.load_config(ROOT / "config.yaml")
+    stopping = cost.config_stopping(config, ROOT / "paper" / "published")
+    packs = list(grid.make_packs(config).values())
+    rows = {r["family"]: r for r in cost.projection(packs, config["families"], cost.BUILTIN,
+                                                    stopping)}
+    depth, main = rows["depth"], rows["main"]
+    assert depth["packed_h"] < depth["uncompacted_h"] < depth["all_epochs_h"]
+    assert main["packed_h"] == main["uncompacted_h"] == main["all_epochs_h"]  # no patience

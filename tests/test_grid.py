@@ -111,7 +111,8 @@ def test_validate_fills_defaults_and_keeps_input():
     assert checked["execution"] == {"pack_size": 25, "device": "auto", "gpus_per_job": 1,
                                     "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 30,
                                     "throughput_csv": None, "throughput_device": None,
-                                    "cuda_graphs": "auto", "channels_last": "auto"}
+                                    "cuda_graphs": "auto", "channels_last": "auto",
+                                    "compaction": True}
     assert checked["archive"] is None and checked["confirm_cpu_full"] is False
 
 

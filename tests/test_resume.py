@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import stopping
 import torch
 
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import checkpoint, data
 from initmem.training.command import PREEMPTED_EXIT
-from initmem.training.trainer import PackTrainer, Preempted
+from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3, lr0=1e-3,
                 width=0.125, dataset="synthetic", train_subset=160, eval_subset=64,
@@ -248,3 +249,68 @@ def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path
         pd.testing.assert_frame_equal(old.drop(columns="wall_time_s"),
                                       new.drop(columns="wall_time_s"), check_exact=True)
     assert not any((out / ".checkpoints").iterdir())
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory):
+    """The diverging pack trained without interruption: its diverged run leaves after
+    epoch 1, the other three go on as a pack of 3."""
+    out = tmp_path_factory.mktemp("compacted")
+    splits = data.load_splits(stopping.DIVERGING_RECIPE, None)
+    return out, PackTrainer(stopping.DIVERGING, splits, out, CPU, progress=False).run().weights
+
+
+def assert_same_weights(expected: list[dict], got: list[dict]) -> None:
+    for run_expected, run_got in zip(expected, got, strict=True):
+        for name, tensor in run_expected.items():  # the diverged run's are not finite
+            torch.testing.assert_close(run_got[name], tensor, rtol=0, atol=0, equal_nan=True)
+
+
+def test_resume_after_a_compaction_is_bitwise_equal(compacted, tmp_path):
+    """Stopped in epoch 2, after the diverged run left: the checkpoint holds the pack of 3
+    and the departed run's weights; the resumed pack ends as the uninterrupted one."""
+    splits = data.load_splits(stopping.DIVERGING_RECIPE, None)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stop_at = stopping.DIVERGING_RECIPE.steps_per_epoch + 3
+    trainer = PackTrainer(stopping.DIVERGING, splits, out, CPU, checkpoint_dir=ckpt,
+                          checkpoint_every_s=0, progress=False)
+    save = trainer._save
+
+    def save_then_stop():
+        save()
+        if trainer.k >= stop_at:
+            raise Preempted(f"stopped at update {trainer.k}")
+
+    trainer._save = save_then_stop
+    with pytest.raises(Preempted):
+        trainer.run()
+    resumed = PackTrainer(stopping.DIVERGING, splits, out, CPU, checkpoint_dir=ckpt,
+                          progress=False)
+    assert (resumed.k, resumed.model.n, resumed.members) == (stop_at, 3, [0, 1, 3])
+    assert_same_weights(compacted[1], resumed.run().weights)
+    stopping.assert_same_records(compacted[0], out, stopping.DIVERGING)
+
+
+@pytest.mark.slow
+def test_sigkill_before_and_after_a_compaction_loses_nothing(compacted, tmp_path):
+    """Killed in epoch 1 (a pack of 4), then twice after the diverged run left (a pack of
+    3); the final checkpoint (--keep-checkpoint) holds every run's final weights."""
+    pack, steps = stopping.DIVERGING, stopping.DIVERGING_RECIPE.steps_per_epoch
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    pack.dump(spec)
+    folder = out / ".checkpoints" / pack.key
+    rng = random.Random(1)
+    for past_update in (3, steps + 2, 2 * steps + 5):
+        proc = cli(spec, out, "--keep-checkpoint")
+        wait_for_checkpoint(folder, proc, past_update)
+        time.sleep(rng.uniform(0.0, 0.05))
+        assert proc.poll() is None, "the pack finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        members = checkpoint.load_latest(folder)["members"]
+        assert len(members) == (4 if past_update < steps else 3)
+    proc = cli(spec, out, "--keep-checkpoint")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "resumed from checkpoint" in err, err
+    stopping.assert_same_records(compacted[0], out, pack)
+    assert_same_weights(compacted[1], saved_run_weights(checkpoint.load_latest(folder)))

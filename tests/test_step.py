@@ -9,6 +9,7 @@ the fall-back. The real capture is tested where torch sees a GPU.
 
 import pandas as pd
 import pytest
+import stopping
 import torch
 
 from initmem.errors import InputError
@@ -212,3 +213,37 @@ def test_real_cuda_graph_equals_eager(tmp_path):
         runs.append([read_records(tmp_path / name / r.run_dir) for r in PACK.runs])
     assert_same_records(runs[1], runs[0])
     assert "CUDA-graph step" in runs[1][0][1]["determinism"].iloc[0]
+
+
+@pytest.fixture
+def float64():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+def test_compaction_captures_the_graph_again_for_the_smaller_pack(tmp_path, monkeypatch,
+                                                                  float64):
+    """When runs leave, the smaller pack's step is built anew: its own warm-up, capture
+    and check, then replays; the records are the eager path's."""
+    splits = data.load_splits(stopping.RECIPE, root=None, device="cpu")
+    made = []
+
+    def build(*args, **kwargs):
+        made.append(FakeGraph(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr("initmem.training.trainer.StepExecutor", build)
+    PackTrainer(stopping.PACK, splits, tmp_path / "graph", torch.device("cpu"),
+                progress=False).run()
+    monkeypatch.undo()
+    PackTrainer(stopping.PACK, splits, tmp_path / "eager", torch.device("cpu"),
+                progress=False).run()
+    stopping.assert_same_records(tmp_path / "graph", tmp_path / "eager")
+    steps, (first, later) = stopping.RECIPE.steps_per_epoch, sorted(set(stopping.STOP_EPOCHS))
+    assert [e.model.n for e in made] == [len(stopping.PACK.runs), 1]
+    assert made[0].calls == {"warmup": step.WARMUP_STEPS, "capture": 1,
+                             "replay": first * steps - step.WARMUP_STEPS}
+    assert made[1].calls == {"warmup": step.WARMUP_STEPS, "capture": 1,
+                             "replay": (later - first) * steps - step.WARMUP_STEPS}
+    assert all(e.verify_diff == 0.0 for e in made)

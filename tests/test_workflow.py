@@ -146,3 +146,17 @@ def test_strict_switch_makes_partial_tables_an_error(tmp_path):
                      "--config", "strict=True")  # Snakemake parses Python literals
     assert done.returncode == 0, done.stderr
     assert "--strict" in done.stdout
+
+
+@pytest.mark.parametrize("compaction", [True, False])
+def test_compaction_switch_reaches_the_training_jobs(tmp_path, compaction):
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["execution"]["compaction"] = compaction
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    pack = next(iter(grid.make_packs(grid.load_config(path)).values()))
+    target = f"results/runs/{pack.runs[0].run_dir}/summary.parquet"
+    done = snakemake(tmp_path, path, target, "-n", "-p")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "-m initmem train " in done.stdout, done.stdout
+    assert ("--no-compaction" in done.stdout) is not compaction

@@ -52,6 +52,9 @@ FIGURE_FILES = [
 CLAIMS_FILES = [f"results/claims/claims.{ext}" for ext in ("csv", "tex", "md")]
 # The paper's sources; everything generated goes to results/.
 PAPER_DIR = Path(workflow.basedir) / "paper"
+# When early-stopping runs are expected to stop (Table 5's best epochs + patience): the
+# time limits and priorities of their packs (initmem.plan.cost, "Epochs").
+STOPPING = cost.config_stopping(config, PAPER_DIR / "published")
 PAPER_PDF = "results/paper/paper.pdf"
 
 
@@ -88,6 +91,7 @@ def train_flags():
     flags += [
         f"--{key.replace('_', '-')} {SWITCH[EXECUTION[key]]}" for key in SPEED_PATHS
     ]
+    flags += [] if EXECUTION["compaction"] else ["--no-compaction"]
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
     return " ".join(flags)
@@ -113,7 +117,9 @@ def confirm_cpu_launch():
         for job in workflow.dag.needrun_jobs()
         if job.rule.name.startswith("train_")
     ]
-    warning = cost.cpu_launch_warning(pending, config["confirm_cpu_full"])
+    warning = cost.cpu_launch_warning(
+        pending, config["confirm_cpu_full"], STOPPING, EXECUTION["compaction"]
+    )
     if warning:
         raise WorkflowError(warning)
 

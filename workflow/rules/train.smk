@@ -3,7 +3,9 @@
 # its own rule). The spec is an `ancient` input and every param is `derived` (see
 # common.smk): regrouping runs into packs writes new specs but retrains nothing; only
 # missing records train. Time limits use eager step times (THROUGHPUT): a CUDA-graph run
-# falls back to eager steps when its self-check fails, so its limit must cover those.
+# falls back to eager steps when its self-check fails, so its limit must cover those; and
+# the expected epochs of early-stopping runs (STOPPING): a pack that outruns its limit
+# checkpoints at SIGUSR1 and is resubmitted.
 # Longer packs start first (priority: their estimated seconds), so no long pack is left
 # to run alone at the end.
 
@@ -29,12 +31,18 @@ for pack_id, pack in PACKS.items():
             run_files(pack.runs),
         log:
             f"logs/train/{pack_id}.log",
-        priority: round(cost.pack_seconds(pack, THROUGHPUT))
+        priority: round(cost.pack_seconds(pack, THROUGHPUT, STOPPING, EXECUTION["compaction"]))
         conda:
             "../../envs/train.yaml"
         threads: EXECUTION["cpus_per_job"]
         resources:
-            runtime=cost.runtime_minutes(pack, EXECUTION["min_runtime_min"], THROUGHPUT),
+            runtime=cost.runtime_minutes(
+                pack,
+                EXECUTION["min_runtime_min"],
+                THROUGHPUT,
+                STOPPING,
+                EXECUTION["compaction"],
+            ),
             mem_mb=EXECUTION["mem_mb"],
             gpu=EXECUTION["gpus_per_job"],
         params:

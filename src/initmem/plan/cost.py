@@ -33,6 +33,21 @@ one of two sources:
      (first in spec.ARCHS on ties): per-image times scaled by the ratio of
      SECONDS_PER_IMAGE, overheads by the ratio of LAYERS.
 
+Epochs. A run trains recipe.epochs unless it early-stops. `Stopping` estimates when:
+- a measured records table (`initmem cost --records`, the aggregate's runs.parquet)
+  gives a recorded run's epochs_run;
+- otherwise a run with patience, of the paper's Table 5 recipe (300 epochs, eta = 1e-3,
+  full width and data), stops at Table 5's published best-validation epoch (the mean over
+  seeds, paper/published/table5.csv) plus its patience, at most recipe.epochs: an
+  estimate. Table 5 has SGD and Adam; sgd_momentum takes SGD's epochs, and the other
+  adaptive optimizers (config `adaptive: true`) Adam's;
+- otherwise all its epochs (a bound).
+With compaction (execution.compaction, on by default) the runs that stop leave their
+pack at the end of their epoch, so the pack runs at N, then fewer, runs; without it
+every run is computed until the last one stops. A pack that runs longer than its
+estimate is stopped by SIGUSR1 ten minutes before its time limit, checkpoints and is
+resubmitted (retries), so an estimate too low costs a resubmission, never a result.
+
 `throughput(execution)` picks the model of the workflow's SLURM time limits and of
 `initmem cost --config`: the eager path of execution.throughput_csv when the config names
 one, else BUILTIN. Limits always use eager steps: a CUDA-graph run falls back to eager
@@ -48,13 +63,13 @@ import shutil
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
 from initmem.plan.grid import load_config, make_packs
-from initmem.plan.spec import ARCHS, Pack, Recipe
+from initmem.plan.spec import ARCHS, Pack, Recipe, Run
 
 SECONDS_PER_IMAGE = {"resnet9": 6e-5, "r9_avgpool": 6e-5, "resnet9_ln": 9e-5,
                      "resnet56": 5e-5, "resnet110": 1e-4}
@@ -66,6 +81,10 @@ SAFETY = 1.5
 CONFIRM_ABOVE_GPU_HOURS = 1.0  # a local launch without GPU beyond this needs confirming
 BENCH_COLUMNS = ("arch", "b", "N", "width", "packed_s_per_step", "sequential_s_per_step")
 EAGER = "eager"  # the step path of a CSV without a path column, and of SLURM time limits
+TABLE5 = "table5.csv"  # in the published folder: its tau_best rows are the stop estimates
+# Table 5's recipe: the published best-validation epochs are of these settings only.
+TABLE5_RECIPE = {"epochs": 300, "lr0": 1e-3, "width": 1.0, "train_subset": None}
+TABLE5_STAND_IN = {"sgd_momentum": "sgd"}  # optimizers Table 5 lacks (else adaptive: adam)
 
 
 @dataclass(frozen=True)
@@ -211,30 +230,111 @@ def _closest(arch: str, candidates: list[str]) -> str:
     return min(candidates, key=lambda a: (abs(LAYERS[a] - LAYERS[arch]), ARCHS.index(a)))
 
 
-def pack_seconds(pack: Pack, throughput: Throughput = BUILTIN) -> float:
-    """Estimated device seconds to train every run of the pack, all epochs."""
-    r, n = pack.recipe, len(pack.runs)
+@dataclass(frozen=True)
+class Stopping:
+    """Expected epochs of runs (rules: module docstring, "Epochs")."""
+
+    published: dict[tuple[str, int, str, float], float]  # (arch, b, opt, sigma_w) -> tau_best
+    adaptive: frozenset[str] = frozenset()  # optimizers that take Adam's published epochs
+    measured: dict[str, int] = field(default_factory=dict)  # run_id -> recorded epochs_run
+
+    def epochs(self, run: Run) -> float:
+        """The epochs the run is expected to train."""
+        r = run.recipe
+        if run.run_id in self.measured:
+            return self.measured[run.run_id]
+        tau = self.published.get((r.arch, r.b, self._stand_in(r.optimizer), run.sigma_w))
+        if r.patience is None or tau is None or not _is_table5_recipe(r):
+            return r.epochs
+        return min(r.epochs, tau + r.patience)
+
+    def _stand_in(self, optimizer: str) -> str:
+        if optimizer in TABLE5_STAND_IN:
+            return TABLE5_STAND_IN[optimizer]
+        return "adam" if optimizer in self.adaptive else optimizer
+
+    @classmethod
+    def from_files(cls, published: str | Path, adaptive: Iterable[str] = (),
+                   records: str | Path | None = None) -> Stopping:
+        """Table 5's tau_best rows of the `published` folder; epochs_run of the runs of a
+        records table (runs.parquet) that have one."""
+        return cls(_published_tau_best(Path(published) / TABLE5), frozenset(adaptive),
+                   {} if records is None else _measured_epochs(Path(records)))
+
+
+ALL_EPOCHS = Stopping({})  # every run trains all its epochs (unless a records table says)
+
+
+def _is_table5_recipe(recipe: Recipe) -> bool:
+    return all(getattr(recipe, k) == v for k, v in TABLE5_RECIPE.items())
+
+
+def _published_tau_best(path: Path) -> dict[tuple[str, int, str, float], float]:
+    if not path.is_file():
+        raise InputError(f"published table {path} does not exist; it must be the transcribed "
+                         "Table 5 (paper/published/table5.csv)")
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["metric"] == "tau_best" and r["value"]]
+    return {(r["config"], int(r["b"]), r["optimizer"], float(r["sigma_w"])): float(r["value"])
+            for r in rows}
+
+
+def _measured_epochs(path: Path) -> dict[str, int]:
+    """run_id -> epochs_run of the runs with a record (status other than missing)."""
+    import pandas as pd  # only `initmem cost --records` needs it, not the workflow's parse
+
+    try:
+        runs = pd.read_parquet(path, columns=["run_id", "status", "epochs_run"])
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError(f"--records {path}: not a runs table with run_id, status and "
+                         f"epochs_run ({err}); give the aggregate's runs.parquet") from None
+    done = runs[(runs["status"] != "missing") & runs["epochs_run"].notna()]
+    return dict(zip(done["run_id"], done["epochs_run"].astype(int), strict=True))
+
+
+def pack_seconds(pack: Pack, throughput: Throughput = BUILTIN, stopping: Stopping = ALL_EPOCHS,
+                 compaction: bool = True) -> float:
+    """Estimated device seconds to train the pack: with compaction each stretch of epochs
+    at the number of runs still training, without it all runs until the last one stops."""
+    ends = sorted(stopping.epochs(run) for run in pack.runs)
+    if not compaction:
+        ends = [ends[-1]] * len(ends)
+    seconds, done = 0.0, 0.0
+    for i, end in enumerate(ends):  # from the previous stop to this one, len - i runs train
+        seconds += (end - done) * _epoch_seconds(pack.recipe, len(ends) - i, throughput)
+        done = end
+    return seconds
+
+
+def _epoch_seconds(r: Recipe, n: int, throughput: Throughput) -> float:
+    """One epoch of a pack of n runs: its updates and the evaluation of every run."""
     step = throughput.step_seconds(r.arch, r.b, n, r.width)
     evaluation = n * _eval_images(r) * throughput.eval_image_seconds(r.arch, n, r.width)
-    return r.epochs * (r.steps_per_epoch * step + evaluation)
+    return r.steps_per_epoch * step + evaluation
 
 
-def one_run_per_device_seconds(pack: Pack, throughput: Throughput = BUILTIN) -> float:
+def one_run_per_device_seconds(pack: Pack, throughput: Throughput = BUILTIN,
+                               stopping: Stopping = ALL_EPOCHS) -> float:
     """Device seconds of the pack's runs trained one run per device (packs of one)."""
-    return sum(pack_seconds(Pack(pack.recipe, (run,)), throughput) for run in pack.runs)
+    return sum(pack_seconds(Pack(pack.recipe, (run,)), throughput, stopping)
+               for run in pack.runs)
 
 
 def _eval_images(recipe: Recipe) -> int:
     return 2 * recipe.eval_subset if recipe.eval_subset else EVAL_IMAGES
 
 
-def runtime_minutes(pack: Pack, floor: int, throughput: Throughput = BUILTIN) -> int:
-    """SLURM time limit of the pack's job: the estimate with a safety margin, at least floor."""
-    return max(floor, math.ceil(SAFETY * pack_seconds(pack, throughput) / 60))
+def runtime_minutes(pack: Pack, floor: int, throughput: Throughput = BUILTIN,
+                    stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> int:
+    """SLURM time limit of the pack's job: the estimate with a safety margin, at least floor
+    (a pack that outruns it checkpoints and is resubmitted: module docstring)."""
+    seconds = pack_seconds(pack, throughput, stopping, compaction)
+    return max(floor, math.ceil(SAFETY * seconds / 60))
 
 
-def gpu_hours(packs: Iterable[Pack], throughput: Throughput = BUILTIN) -> float:
-    return sum(pack_seconds(p, throughput) for p in packs) / 3600
+def gpu_hours(packs: Iterable[Pack], throughput: Throughput = BUILTIN,
+              stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> float:
+    return sum(pack_seconds(p, throughput, stopping, compaction) for p in packs) / 3600
 
 
 def gpu_available() -> bool:
@@ -243,10 +343,11 @@ def gpu_available() -> bool:
     return shutil.which("nvidia-smi") is not None or Path("/dev/nvidiactl").exists()
 
 
-def cpu_launch_warning(packs: list[Pack], confirmed: bool) -> str | None:
+def cpu_launch_warning(packs: list[Pack], confirmed: bool, stopping: Stopping = ALL_EPOCHS,
+                       compaction: bool = True) -> str | None:
     """Why launching these packs here needs confirming (no GPU, more than an hour of GPU
     work), or None. The message says what it would cost and how to go ahead."""
-    hours = gpu_hours(packs)
+    hours = gpu_hours(packs, BUILTIN, stopping, compaction)
     if confirmed or hours <= CONFIRM_ABOVE_GPU_HOURS or gpu_available():
         return None
     runs = sum(len(p.runs) for p in packs)
@@ -271,20 +372,33 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench-path", default=EAGER, metavar="NAME",
                         help="the CSV's step path: eager, eager_cl, graph or graph_cl "
                              "(default: eager, as the SLURM time limits use)")
+    parser.add_argument("--published", type=Path, default=Path("paper/published"),
+                        metavar="DIR", help="the transcribed tables; Table 5's best-validation "
+                        "epochs estimate when early-stopping runs stop (default "
+                        "paper/published)")
+    parser.add_argument("--records", type=Path, default=None, metavar="RUNS",
+                        help="a runs table (results/aggregate/runs.parquet): its recorded "
+                             "runs count the epochs they trained")
 
 
-def projection(packs: list[Pack], families: Iterable[str],
-               throughput: Throughput) -> list[dict[str, object]]:
-    """Per family and in total: runs, packs, packed and one-run-per-device hours, and the
-    longest packed job's time limit in hours."""
+def projection(packs: list[Pack], families: Iterable[str], throughput: Throughput,
+               stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> list[dict]:
+    """Per family and in total: runs, packs, hours packed with and without compaction, one
+    run per device and with every run training all its epochs (packed, no early stopping),
+    and the longest packed job's time limit in hours (compacted or not, as `compaction`)."""
+    columns = {"packed_h": lambda p: pack_seconds(p, throughput, stopping),
+               "uncompacted_h": lambda p: pack_seconds(p, throughput, stopping, False),
+               "one_run_per_device_h": lambda p: one_run_per_device_seconds(p, throughput,
+                                                                            stopping),
+               "all_epochs_h": lambda p: pack_seconds(p, throughput)}
     rows = []
     for fam in [*families, None]:
         own = [p for p in packs if fam is None or p.recipe.family == fam]
-        packed = sum(pack_seconds(p, throughput) for p in own) / 3600
-        single = sum(one_run_per_device_seconds(p, throughput) for p in own) / 3600
+        limit = max(runtime_minutes(p, 1, throughput, stopping, compaction) for p in own)
         rows.append({"family": fam or "total", "runs": sum(len(p.runs) for p in own),
-                     "packs": len(own), "packed_h": packed, "one_run_per_device_h": single,
-                     "longest_job_h": max(runtime_minutes(p, 1, throughput) for p in own) / 60})
+                     "packs": len(own),
+                     **{k: sum(map(seconds, own)) / 3600 for k, seconds in columns.items()},
+                     "longest_job_h": limit / 60})
     return rows
 
 
@@ -308,17 +422,43 @@ def _cli_throughput(args: argparse.Namespace,
     return model, "" if model is BUILTIN else "execution.throughput_csv "
 
 
+def config_stopping(config: Mapping[str, Any], published: str | Path,
+                    records: str | Path | None = None) -> Stopping:
+    """The Stopping of a config: its adaptive optimizers take Adam's published epochs."""
+    adaptive = [name for name, o in config["optimizers"].items() if o.get("adaptive")]
+    return Stopping.from_files(published, adaptive, records)
+
+
+def _epochs_note(packs: list[Pack], stopping: Stopping, args: argparse.Namespace) -> str:
+    """Where the projection's epochs come from, with how many runs each source covers."""
+    runs = [run for p in packs for run in p.runs]
+    measured = sum(run.run_id in stopping.measured for run in runs)
+    estimated = sum(run.run_id not in stopping.measured
+                    and stopping.epochs(run) < run.recipe.epochs for run in runs)
+    source = "no --records table" if args.records is None else f"--records {args.records}"
+    return (f"epochs: {measured:,} runs as recorded ({source}); "
+            f"{estimated:,} early-stopping runs estimated to stop at Table 5's published "
+            f"best-validation epoch + patience (an estimate, {args.published / TABLE5}); "
+            f"the other {len(runs) - measured - estimated:,} all their epochs")
+
+
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     model, origin = _cli_throughput(args, config["execution"])
+    stopping = config_stopping(config, args.published, args.records)
+    compaction = config["execution"]["compaction"]
     packs = list(make_packs(config).values())
     print(f"{args.config}: device-hours on {model.device}, from {origin}{model.source}; "
           "rules in initmem.plan.cost")
-    print(f"{'family':<12} {'runs':>6} {'packs':>6} {'packed h':>12} {'1 run/device h':>15} "
-          f"{'speed-up':>9} {'longest job':>13}")
-    for r in projection(packs, config["families"], model):
+    print(f"{'family':<12} {'runs':>6} {'packs':>6} {'packed h':>9} {'no compaction h':>16} "
+          f"{'1 run/device h':>15} {'speed-up':>9} {'all epochs h':>13} {'longest job':>13}")
+    for r in projection(packs, config["families"], model, stopping, compaction):
         speedup = r["one_run_per_device_h"] / r["packed_h"]
-        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {_hours(r['packed_h']):>12} "
-              f"{_hours(r['one_run_per_device_h']):>15} {speedup:>8.2f}x "
+        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {_hours(r['packed_h']):>9} "
+              f"{_hours(r['uncompacted_h']):>16} {_hours(r['one_run_per_device_h']):>15} "
+              f"{speedup:>8.2f}x {_hours(r['all_epochs_h']):>13} "
               f"{_hours(r['longest_job_h']):>11} h")
+    print(_epochs_note(packs, stopping, args))
+    print(f"packed h: runs that stop leave their pack (compaction); longest job: the time "
+          f"limit with execution.compaction = {compaction}")
     return 0

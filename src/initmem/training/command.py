@@ -85,6 +85,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="NHWC activations (auto: on CUDA, as NVIDIA advises for cuDNN's "
                              "tensor cores, and on CPU for the archs it measured "
                              "faster there: resnet9, r9_avgpool)")
+    parser.add_argument("--no-compaction", dest="compaction", action="store_false",
+                        help="keep runs that stopped (early stopping, divergence) in the pack "
+                             "until it ends, computing them as before; by default they leave "
+                             "it at the end of the epoch they stop in (same records, fewer "
+                             "run-updates)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -122,7 +127,7 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
     """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
     trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
                           checkpoint_every_s=args.checkpoint_every,
-                          progress=not args.no_progress, **speed)
+                          progress=not args.no_progress, compaction=args.compaction, **speed)
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
     return trainer.run().summaries

@@ -5,6 +5,13 @@ training mode; validation and test in inference mode), ||W||_F, the rate and the
 T_SGD, T_L2, T_adapt. Metrics accumulate on the device and are read once per epoch.
 A run whose loss turns non-finite is recorded as diverged and stops; a run that early-stops
 stops; its records are written at once. The other runs go on.
+
+Compaction (on unless turned off): at the end of an epoch in which runs stopped, they leave
+the pack. Their final weights are set aside (kept in the checkpoint, so --keep-checkpoint
+keeps them); the runs still training are sliced out of every packed tensor (parameters,
+BatchNorm statistics, optimizer slots, accumulators, generators) into a pack of their
+size, whose step (and CUDA graph) is built anew. Every computation of a run depends on
+its own slice only, so the records are those of the uncompacted pack (tests/test_train.py).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ log = logging.getLogger("initmem.train")
 EVAL_BATCH = {"cpu": 128, "cuda": 1000}
 # What a checkpoint holds: tensors, numbers and the pack's spec as plain data, never an
 # initmem class (a pickled class ties a checkpoint to a module path). Bump on any change.
-CHECKPOINT_FORMAT = 3
+CHECKPOINT_FORMAT = 4
 
 
 @torch.no_grad()
@@ -121,7 +128,9 @@ class Clocks:
 @dataclass
 class TrainedPack:
     summaries: list[dict[str, Any]]
-    model: PackedNet
+    model: PackedNet  # the runs still in the pack at the end (all of them without compaction)
+    weights: list[dict[str, Tensor]]  # every run's final parameters and buffers, pack order
+    run_updates: int  # updates computed, summed over the runs in the pack at each update
 
 
 class Preempted(Exception):
@@ -134,7 +143,8 @@ class PackTrainer:
 
     def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
                  checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
-                 progress: bool = True, cuda_graph: bool = False, channels_last: bool = False):
+                 progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
+                 compaction: bool = True):
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -143,19 +153,18 @@ class PackTrainer:
         self.pack, self.splits, self.out_dir, self.device = pack, splits, out_dir, device
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
-        self.model = build_model(recipe, len(runs))
+        self.cuda_graph, self.channels_last, self.compaction = cuda_graph, channels_last, compaction
+        self._build(len(runs))
         self.model.init_([r.sigma_w for r in runs],
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
-        self.model.to(device).train()
-        self.model.channels_last = channels_last
         # on CPU, evaluation runs the pack run by run through one single-run network
         self.single = build_model(recipe, 1).to(device) if device.type == "cpu" else None
-        self.optimizer = build_optimizer(recipe, self.model)
-        self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
-                                       self._batch, cuda_graph=cuda_graph)
-        gens = [data.run_generators(r.seed, device) for r in runs]
-        self.order_gens = [g["order"] for g in gens]
-        self.augment_gens = [g["augment"] for g in gens]
+        self.members = list(range(len(runs)))  # the model's rows, as indices of runs
+        self.departed: dict[int, dict[str, Tensor]] = {}  # run index -> final weights
+        self.run_updates = 0
+        self.generators = [data.run_generators(r.seed, device) for r in runs]
+        self.order_gens = [g["order"] for g in self.generators]
+        self.augment_gens = [g["augment"] for g in self.generators]
         self.kernel_fro_norm_init = self.model.kernel_fro_norm().tolist()
         self.states = [RunState(r, recipe.patience) for r in runs]
         self.clocks, self.k, self.epoch, self.step = Clocks(), 0, 1, 0
@@ -188,6 +197,7 @@ class PackTrainer:
                 self.correct += hits
                 self.clocks.tick(lr, recipe.b, lam)
                 self.k, self.step = self.k + 1, self.step + 1
+                self.run_updates += self.model.n
                 bar.update(1)
                 if self.stop_requested or time.monotonic() - last_save > self.checkpoint_every_s:
                     self.elapsed_s = time.monotonic() - started
@@ -196,7 +206,9 @@ class PackTrainer:
                     if self.stop_requested:
                         raise Preempted(f"stopped at update {self.k}, checkpoint written")
             rows = self._end_epoch(started)
-            images_per_s = len(self.states) * recipe.n_train / (time.monotonic() - epoch_start)
+            images_per_s = len(rows) * recipe.n_train / (time.monotonic() - epoch_start)
+            if self.compaction:
+                self._compact()
             bar.set_postfix(epoch=self.epoch - 1, loss=f"{rows[0][0]:.3f}",
                             acc=f"{rows[0][1]:.3f}", img_s=f"{images_per_s:.0f}")
             self.elapsed_s = time.monotonic() - started
@@ -206,7 +218,49 @@ class PackTrainer:
         for state in self.states:
             if not state.written:
                 self._finish(state)
-        return TrainedPack(self.summaries, self.model)
+        return TrainedPack(self.summaries, self.model, self.run_weights(), self.run_updates)
+
+    def _build(self, n: int) -> None:
+        """A pack of n runs (parameters uninitialised), its optimizer and its step."""
+        recipe = self.pack.recipe
+        self.model = build_model(recipe, n).to(self.device).train()
+        self.model.channels_last = self.channels_last
+        self.optimizer = build_optimizer(recipe, self.model)
+        self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
+                                       self._batch, cuda_graph=self.cuda_graph)
+
+    def _compact(self) -> None:
+        """The runs that stopped leave the pack, their final weights set aside; the others
+        go on as a pack of their size with their own slices of every tensor."""
+        rows = [i for i, m in enumerate(self.members) if self.states[m].active]
+        if len(rows) == len(self.members) or not rows or self.epoch > self.pack.recipe.epochs:
+            return  # nobody left, or nobody goes on: the loop ends
+        weights = self.model.state_dict()
+        for i, m in enumerate(self.members):
+            if i not in rows:
+                self.departed[m] = {name: t[i:i + 1].detach().cpu().clone()
+                                    for name, t in weights.items()}
+        optimizer = self.optimizer.state_dict()
+        optimizer["slots"] = _rows(optimizer["slots"], rows)
+        log.info("epoch %d: %d run(s) stopped and leave the pack; %d go on",
+                 self.epoch - 1, len(self.members) - len(rows), len(rows))
+        self._keep([self.members[i] for i in rows])
+        self.model.load_state_dict(_rows(weights, rows))
+        self.optimizer.load_state_dict(optimizer)
+        self.loss_sum, self.correct = self.loss_sum[rows], self.correct[rows]
+
+    def _keep(self, members: list[int]) -> None:
+        """The pack of these runs (indices into pack.runs), with their generators; a new
+        model when its size changes (the caller fills its parameters and optimizer state)."""
+        self.members = list(members)
+        self.order_gens = [self.generators[m]["order"] for m in members]
+        self.augment_gens = [self.generators[m]["augment"] for m in members]
+        if self.model.n != len(members):
+            self._build(len(members))
+
+    def run_weights(self) -> list[dict[str, Tensor]]:
+        """Every run's current parameters and buffers (one-run slices), in pack order."""
+        return run_weights(self.model.state_dict(), self.members, self.departed)
 
     def _batch(self, idx: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Images and labels of a batch's slots (N, B), augmented by their draws if any."""
@@ -228,7 +282,8 @@ class PackTrainer:
                                *val, *test, self.model.kernel_fro_norm().detach()])
         rows = columns.T.tolist()  # the epoch's one host synchronisation
         lr = learning_rate(recipe, self.k - 1)
-        for state, row in zip(self.states, rows, strict=True):
+        for m, row in zip(self.members, rows, strict=True):
+            state = self.states[m]
             if state.active:
                 state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
                                           **vars(self.clocks)})
@@ -268,6 +323,8 @@ class PackTrainer:
             "augmentations": self.augmentations,
             "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
             "kernel_fro_norm_init": self.kernel_fro_norm_init,
+            "members": self.members, "departed": self.departed,
+            "run_updates": self.run_updates,
         }
 
     def _save(self) -> None:
@@ -306,6 +363,9 @@ class PackTrainer:
                 "start the pack over")
 
     def _restore(self, saved: dict[str, Any]) -> None:
+        self._keep(saved["members"])  # fewer than the pack's runs after a compaction
+        self.departed = saved["departed"]
+        self.run_updates = saved["run_updates"]
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         for gen, state in zip(self.order_gens + self.augment_gens,
@@ -324,6 +384,27 @@ class PackTrainer:
         for state in self.states:  # the workflow deletes a failed job's records: rewrite
             run_dir = self.out_dir / state.run.run_dir
             state.written = state.written and (run_dir / "summary.parquet").exists()
+
+
+def run_weights(pack_weights: dict[str, Tensor], members: list[int],
+                departed: dict[int, dict[str, Tensor]]) -> list[dict[str, Tensor]]:
+    """Every run's parameters and buffers as one-run slices, in pack order: the pack's
+    rows for its members (row i is run members[i]), as they left it for departed runs."""
+    inside = {m: {name: t[i:i + 1] for name, t in pack_weights.items()}
+              for i, m in enumerate(members)}
+    return [inside[i] if i in inside else departed[i]
+            for i in range(len(members) + len(departed))]
+
+
+def saved_run_weights(saved: dict[str, Any]) -> list[dict[str, Tensor]]:
+    """Every run's weights in a checkpoint's payload (--keep-checkpoint keeps the final
+    one), in pack order."""
+    return run_weights(saved["model"], saved["members"], saved["departed"])
+
+
+def _rows(tensors: dict[str, Tensor], rows: list[int]) -> dict[str, Tensor]:
+    """Each tensor's slices of the pack's `rows` (the leading run dimension)."""
+    return {name: t[rows] for name, t in tensors.items()}
 
 
 def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:
