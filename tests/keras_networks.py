@@ -11,7 +11,9 @@ bias; kernels ~ N(0, sigma_w^2 / fan_in), biases ~ N(0, 0.2^2), BatchNorm gamma 
 
 `keras_network` returns the model and its weighted layers in the order the network
 creates them; `load_into_pack` writes their weights into one run of a pack (the two
-sides share parameter *order*, checked by shape, never names).
+sides share parameter *order*, checked by shape, never names). `keras_trajectory` and
+`our_trajectory` step both from the same weights on the same batches, in whatever dtype
+the caller set (keras.config.set_floatx, torch.set_default_dtype).
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from initmem.plan.spec import Recipe  # noqa: E402
+from initmem.training import data, step  # noqa: E402
 from initmem.training.models import (  # noqa: E402
     KerasBatchNorm,
     KerasLayerNorm,
     PackedConv2d,
     PackedDense,
     PackedNet,
+    build_model,
 )
+from initmem.training.optimizers import build_optimizer  # noqa: E402
 
 layers = keras.layers
 BIAS_STD = 0.2
@@ -139,6 +145,20 @@ def _to_ours(kind: str, name: str, value: np.ndarray) -> np.ndarray:
     return value.transpose(3, 2, 0, 1) if kind == "Conv2D" else value.T
 
 
+def _to_keras(kind: str, name: str, value: np.ndarray) -> np.ndarray:
+    if name != "kernel":
+        return value
+    return value.transpose(2, 3, 1, 0) if kind == "Conv2D" else value.T
+
+
+def set_keras_weights(weighted: list[layers.Layer], weights: list[np.ndarray]) -> None:
+    """The inverse of keras_weights (cast to each layer's dtype)."""
+    values = iter(weights)
+    for layer in weighted:
+        kind = type(layer).__name__
+        layer.set_weights([_to_keras(kind, name, next(values)) for name in OUR_NAMES[kind]])
+
+
 def keras_weights(weighted: list[layers.Layer]) -> list[np.ndarray]:
     """Every weight and BatchNorm statistic of a Keras network, in our layout and order."""
     return [_to_ours(type(layer).__name__, name, value)
@@ -170,3 +190,80 @@ def load_into_pack(model: PackedNet, run: int, weights: list[np.ndarray]) -> Non
         if tuple(target.shape) != value.shape:
             raise ValueError(f"weight {i}: ours {tuple(target.shape)}, Keras {value.shape}")
         target.copy_(torch.from_numpy(value))
+
+
+def keras_optimizer(recipe: Recipe):
+    """(CosineDecay, the Keras optimizer) of a recipe."""
+    schedule = keras.optimizers.schedules.CosineDecay(recipe.lr0, recipe.total_steps,
+                                                      alpha=recipe.cosine_alpha)
+    opt, wd = keras.optimizers, recipe.weight_decay
+    # the Keras-default reading leaves adam_weight_decay unset: its default is the reading
+    muon_adam = {} if recipe.muon_adam_weight_decay is not None else {"adam_weight_decay": wd}
+    return schedule, {
+        "sgd": lambda: opt.SGD(schedule),
+        "sgd_momentum": lambda: opt.SGD(schedule, momentum=recipe.momentum),
+        "adam": lambda: opt.Adam(schedule),
+        "adamw": lambda: opt.AdamW(schedule, weight_decay=wd),
+        "muon": lambda: opt.Muon(schedule, weight_decay=wd, exclude_layers=["dense"],
+                                 **muon_adam),
+    }[recipe.optimizer]()
+
+
+def batches(run: int, steps: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint8 images (NHWC), labels and each step's slots, different for every run."""
+    rng = np.random.default_rng(100 + run)
+    images = rng.integers(0, 256, (steps * b, 32, 32, 3), dtype=np.uint8)
+    return images, rng.integers(0, 10, steps * b), rng.permutation(steps * b).reshape(steps, b)
+
+
+def keras_trajectory(recipe: Recipe, sigma_ws: tuple[float, ...], steps: int,
+                     initial: list[list[np.ndarray]] | None = None):
+    """Keras trains each run alone, from the paper's init (seeded by the run) or from
+    `initial`. Returns the initial weights, the weights after every update ([step][run]),
+    the losses (run, step) and the rates."""
+    start, weights, losses = [], [], []
+    for run, sigma_w in enumerate(sigma_ws):
+        model, weighted = keras_network(recipe.arch, sigma_w, recipe.width, seed=run,
+                                        l2=recipe.l2)
+        if initial is not None:
+            set_keras_weights(weighted, initial[run])
+        schedule, optimizer = keras_optimizer(recipe)
+        model.compile(optimizer=optimizer, jit_compile=False, run_eagerly=True,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        start.append(keras_weights(weighted))
+        images, labels, slots = batches(run, steps, recipe.b)
+        run_losses, run_weights = [], []
+        for s in slots:
+            run_losses.append(float(model.train_on_batch(images[s] / 255, labels[s])))
+            run_weights.append(keras_weights(weighted))
+        losses.append(run_losses)
+        weights.append(run_weights)
+    rates = [float(schedule(k)) for k in range(steps)]
+    return start, [list(w) for w in zip(*weights, strict=True)], np.array(losses), rates
+
+
+def our_trajectory(recipe: Recipe, initial: list[list[np.ndarray]], rates: list[float],
+                   executor: type[step.StepExecutor] = step.StepExecutor):
+    """The pack from `initial`, stepped by `executor` at `rates` on keras_trajectory's
+    batches. Returns the weights after every update ([step][run]) and the losses."""
+    n, steps = len(initial), len(rates)
+    model = build_model(recipe, n).train()
+    for run, weights in enumerate(initial):
+        load_into_pack(model, run, weights)
+    runs = [batches(run, steps, recipe.b) for run in range(n)]
+    images = torch.from_numpy(np.stack([r[0] for r in runs]).transpose(0, 1, 4, 2, 3).copy())
+    labels = torch.from_numpy(np.stack([r[1] for r in runs]))
+    offsets = torch.arange(n)[:, None] * images.shape[1]
+
+    def batch(idx):  # the trainer's _batch, over each run's own images
+        flat = (idx + offsets).flatten()
+        x = data.as_float(images.flatten(0, 1)[flat]).view(*idx.shape, 3, 32, 32)
+        return x, labels.flatten()[flat].view(idx.shape)
+
+    run_step = executor(model, build_optimizer(recipe, model), recipe.l2, recipe.b, batch)
+    slots = torch.from_numpy(np.stack([r[2] for r in runs]))
+    weights, losses = [], []
+    for k, lr in enumerate(rates):
+        losses.append(run_step(lr, slots[:, k])[0].tolist())
+        weights.append([pack_weights(model, run) for run in range(n)])
+    return weights, np.array(losses).T

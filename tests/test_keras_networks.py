@@ -30,14 +30,12 @@ pytest.importorskip("tensorflow", reason="tensorflow is not installed (pip insta
                     ".[keras]); the Keras differential test needs it")
 keras = pytest.importorskip("keras", reason="keras 3 is not installed (pip install -e .[keras])")
 
+import keras_networks  # noqa: E402
 from fakes import FakeGraph  # noqa: E402
-from keras_networks import keras_network, keras_weights, load_into_pack, pack_weights  # noqa: E402
 
 from initmem.plan.schedule import learning_rate  # noqa: E402
 from initmem.plan.spec import Recipe  # noqa: E402
-from initmem.training import data, step  # noqa: E402
-from initmem.training.models import build_model  # noqa: E402
-from initmem.training.optimizers import build_optimizer  # noqa: E402
+from initmem.training import step  # noqa: E402
 
 pytestmark = pytest.mark.keras
 
@@ -83,22 +81,6 @@ def recipe_for(arch: str, case: str) -> Recipe:
                   width=WIDTHS[arch], dataset="synthetic", **CASES[case])
 
 
-def keras_optimizer(recipe: Recipe):
-    schedule = keras.optimizers.schedules.CosineDecay(recipe.lr0, recipe.total_steps,
-                                                      alpha=recipe.cosine_alpha)
-    opt, wd = keras.optimizers, recipe.weight_decay
-    # the Keras-default reading leaves adam_weight_decay unset: its default is the reading
-    muon_adam = {} if recipe.muon_adam_weight_decay is not None else {"adam_weight_decay": wd}
-    return schedule, {
-        "sgd": lambda: opt.SGD(schedule),
-        "sgd_momentum": lambda: opt.SGD(schedule, momentum=recipe.momentum),
-        "adam": lambda: opt.Adam(schedule),
-        "adamw": lambda: opt.AdamW(schedule, weight_decay=wd),
-        "muon": lambda: opt.Muon(schedule, weight_decay=wd, exclude_layers=["dense"],
-                                 **muon_adam),
-    }[recipe.optimizer]()
-
-
 @pytest.fixture(autouse=True, scope="module")
 def float64():
     keras.config.set_floatx("float64")
@@ -108,54 +90,19 @@ def float64():
     torch.set_default_dtype(torch.float32)
 
 
-def batches(run: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """uint8 images (NHWC), labels and each step's slots, different for every run."""
-    rng = np.random.default_rng(100 + run)
-    images = rng.integers(0, 256, (STEPS * B, 32, 32, 3), dtype=np.uint8)
-    return images, rng.integers(0, 10, STEPS * B), rng.permutation(STEPS * B).reshape(STEPS, B)
-
-
 @cache
 def keras_trajectory(arch: str, case: str, steps: int = STEPS):
-    """Keras trains each run alone: initial and final weights, losses, rates."""
-    recipe = recipe_for(arch, case)
-    initial, final, losses = [], [], []
-    for run, sigma_w in enumerate(SIGMA_WS):
-        model, weighted = keras_network(arch, sigma_w, recipe.width, seed=run, l2=recipe.l2)
-        schedule, optimizer = keras_optimizer(recipe)
-        model.compile(optimizer=optimizer, jit_compile=False, run_eagerly=True,
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        initial.append(keras_weights(weighted))
-        images, labels, slots = batches(run)
-        losses.append([float(model.train_on_batch(images[s] / 255, labels[s]))
-                       for s in slots[:steps]])
-        final.append(keras_weights(weighted))
-    rates = [float(schedule(k)) for k in range(steps)]
-    return initial, final, np.array(losses), rates
+    """Keras' trajectory (initial weights, weights after the last update, losses, rates),
+    computed once for both step paths."""
+    initial, weights, losses, rates = keras_networks.keras_trajectory(
+        recipe_for(arch, case), SIGMA_WS, steps)
+    return initial, weights[-1], losses, rates
 
 
-def our_trajectory(arch: str, case: str, initial, rates, executor=step.StepExecutor):
-    """The pack from Keras' initial weights, stepped by `executor` with Keras' rates."""
-    recipe = recipe_for(arch, case)
-    model = build_model(recipe, len(SIGMA_WS)).train()
-    for run, weights in enumerate(initial):
-        load_into_pack(model, run, weights)
-    runs = [batches(run) for run in range(len(SIGMA_WS))]
-    images = torch.from_numpy(np.stack([r[0] for r in runs]).transpose(0, 1, 4, 2, 3).copy())
-    labels = torch.from_numpy(np.stack([r[1] for r in runs]))
-    offsets = torch.arange(len(SIGMA_WS))[:, None] * images.shape[1]
-
-    def batch(idx):  # the trainer's _batch, over each run's own images
-        flat = (idx + offsets).flatten()
-        x = data.as_float(images.flatten(0, 1)[flat]).view(*idx.shape, 3, 32, 32)
-        return x, labels.flatten()[flat].view(idx.shape)
-
-    run_step = executor(model, build_optimizer(recipe, model), recipe.l2, recipe.b, batch)
-    slots = torch.from_numpy(np.stack([r[2] for r in runs]))
-    losses = [run_step(lr, slots[:, k])[0].tolist() for k, lr in enumerate(rates)]
-    return [pack_weights(model, run) for run in range(len(SIGMA_WS))], np.array(losses).T
-
-
+def our_trajectory(arch: str, case: str, initial, rates, executor):
+    weights, losses = keras_networks.our_trajectory(recipe_for(arch, case), initial, rates,
+                                                    executor)
+    return weights[-1], losses
 
 
 def worst(expected: list[list[np.ndarray]], got: list[list[np.ndarray]]) -> float:

@@ -10,7 +10,7 @@ history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs the
     kernel_fro_norm            ||W||_F over conv and dense kernels, end of epoch
     lr                         rate of the epoch's last update
     T_SGD, T_L2, T_adapt       clocks (1/b) sum eta_k^2, lambda sum eta_k, sum eta_k,
-                               cumulative to the end of the epoch (lambda = l2 + weight_decay)
+                               cumulative to the end of the epoch (lambda = Recipe.shrinkage)
   Accuracies are fractions in [0, 1]. Losses are Keras' logged losses: mean
   cross-entropy plus the kernel L2 penalty where the recipe has one.
 
