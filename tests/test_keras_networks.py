@@ -58,22 +58,24 @@ CASES = {
                              muon_adam_weight_decay=0.004),
 }
 ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56")
-# What CI runs (about 2 minutes of CPU): every optimizer on ResNet-9; SGD and Adam on the
-# others, which differ from it in layers, not in optimizer arithmetic. INITMEM_KERAS_FULL=1
-# (or bench/keras_matrix.py) runs all of ARCHS x CASES.
+# What CI runs (about 2.5 minutes of CPU): every optimizer on ResNet-9; SGD and Adam on
+# the other ResNet-9s, SGD on ResNet-56 (its Adam case alone costs 40 s): they differ from
+# ResNet-9 in layers, not in optimizer arithmetic. INITMEM_KERAS_FULL=1 (or
+# bench/keras_matrix.py) runs all of ARCHS x CASES.
 CI_CASES = {"resnet9": tuple(CASES), "r9_avgpool": ("sgd", "adam"),
-            "resnet9_ln": ("sgd", "adam"), "resnet56": ("sgd", "adam")}
+            "resnet9_ln": ("sgd", "adam"), "resnet56": ("sgd",)}
 FULL = os.environ.get("INITMEM_KERAS_FULL") == "1"
 # Worst |ours - Keras| relative to the tensor's largest entry, after 3 updates in float64.
 # Both sides round only in the order of their sums (conv, matmul and BN reductions), to
 # ~1e-16 per operation; depth, the chaotic early dynamics of sigma_w = 2.5 and BatchNorm
 # moving means that are small differences of large batch sums (sigma_w = 0.1) grow that
-# to the measured 2.3e-13 (ResNet-9, SGD) .. 2.2e-10 (ResNet-56 moving means); Adam's
-# normalisation of near-zero gradients adds to it (4.9e-10, ResNet-56). A wrong formula,
+# to the measured 2e-15 (ResNet-9-LN, SGD) .. 2.2e-10 (ResNet-56 moving means); Adam's
+# normalisation of near-zero gradients adds to it (up to 9e-10, ResNet-56; every case:
+# bench/keras_matrix.py and the README's table). A wrong formula,
 # hyperparameter or layer is off by >= 1e-7 (a float32-rounded 0.9 alone is 3e-8; Adam's
 # float32 bias-correction powers 1.5e-6), so these bounds separate.
 TOL = {"sgd": 1e-9, "adaptive": 5e-9}
-LOSS_RTOL = 1e-10  # logged losses (cross-entropy + L2), measured <= 1.4e-12
+LOSS_RTOL = 1e-10  # logged losses (cross-entropy + L2), measured <= 1.9e-12
 
 def recipe_for(arch: str, case: str) -> Recipe:
     """K = STEPS updates, so CosineDecay runs from lr0 to alpha * lr0 within the test."""
