@@ -1,13 +1,16 @@
-"""Hand-made run records for the workflow's tests: simple, known values per epoch."""
+"""Stand-ins for the tests: hand-made run records (simple, known values per epoch) and a
+CPU stand-in for the CUDA-graph step."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from initmem.plan.spec import Run
 from initmem.records.files import history_frame, summarize, write_records
+from initmem.training import step
 
 
 def fake_history(run: Run, epochs: int) -> pd.DataFrame:
@@ -28,3 +31,27 @@ def write_fake_run(root: str | Path, run: Run, epochs: int | None = None) -> Non
                         diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
                         device="cpu", record_source="generated")
     write_records(Path(root) / run.run_dir, history, summary)
+
+
+class FakeGraph(step.StepExecutor):
+    """StepExecutor with torch.cuda's graph calls replaced by CPU stand-ins."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "cuda_graph": True})
+        self.calls = {"warmup": 0, "capture": 0, "replay": 0}
+
+    def _warmup(self, *inputs):
+        self.calls["warmup"] += 1
+        return self._eager(*inputs)
+
+    def _capture(self):
+        self.calls["capture"] += 1
+        self.model.zero_grad(set_to_none=True)
+        self.graph = "recorded"
+        n = self.model.n
+        self.outputs = (torch.full((n,), float("nan")), torch.full((n,), -1))
+
+    def _replay(self):
+        self.calls["replay"] += 1
+        for out, new in zip(self.outputs, self._eager(*self.inputs), strict=True):
+            out.copy_(new)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import stopping
 import torch
+from fakes import FakeGraph
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
@@ -28,30 +29,6 @@ RECIPE = Recipe(family="test", arch="resnet9", optimizer="adamw", b=48, epochs=2
                 eval_subset=128, l2=1e-4, weight_decay=1e-4, augment=True)
 PACK = Pack(RECIPE, tuple(Run(RECIPE, s, seed) for s, seed in ((0.5, 0), (2.0, 1))))
 FULL_PER_EPOCH = 5
-
-
-class FakeGraph(step.StepExecutor):
-    """StepExecutor with torch.cuda's graph calls replaced by CPU stand-ins."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **{**kwargs, "cuda_graph": True})
-        self.calls = {"warmup": 0, "capture": 0, "replay": 0}
-
-    def _warmup(self, *inputs):
-        self.calls["warmup"] += 1
-        return self._eager(*inputs)
-
-    def _capture(self):
-        self.calls["capture"] += 1
-        self.model.zero_grad(set_to_none=True)
-        self.graph = "recorded"
-        n = self.model.n
-        self.outputs = (torch.full((n,), float("nan")), torch.full((n,), -1))
-
-    def _replay(self):
-        self.calls["replay"] += 1
-        for out, new in zip(self.outputs, self._eager(*self.inputs), strict=True):
-            out.copy_(new)
 
 
 class DriftingGraph(FakeGraph):

@@ -150,6 +150,15 @@ def test_table1_comes_from_the_config():
     assert len(rows) == len(config["optimizers"])
     assert r"AdamW & $10^{-3}$ & $\beta_{1}{=}0.9$ & $5{\times}10^{-4}$" in tex
     assert "Muon & $10^{-3}$ & --- & $10^{-4}$" in tex
+    assert r"\texttt{muon\_adam\_weight\_decay}" in tex  # the caption names both readings
+
+
+def test_table1_shows_the_keras_default_reading_of_muon_decay_where_set():
+    config = yaml.safe_load(CONFIG.read_text())
+    config["optimizers"]["muon"]["muon_adam_weight_decay"] = 0.004
+    tex = render(1, runs_table([]), config)
+    muon = next(row for row in body_rows(tex) if row[0] == "Muon")
+    assert muon[3].startswith("$10^{-4}$ (AdamW path $") and "AdamW path $10^{-4}$" not in tex
 
 
 def test_a_generated_record_marks_the_table_synthetic():

@@ -120,7 +120,7 @@ def evaluate(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = Non
         return float(value), frame
     if quote.kind in ("T_SGD", "T_L2"):
         r = recipe_of(frame)
-        clocks = clock_estimate(r.lr0, r.b, r.total_steps, r.l2 + r.weight_decay)
+        clocks = clock_estimate(r.lr0, r.b, r.total_steps, r.shrinkage)
         return clocks[quote.kind], frame.iloc[:0]  # design arithmetic: no runs needed
     if epochs is None:
         return math.nan, frame

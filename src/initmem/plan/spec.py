@@ -28,6 +28,11 @@ OPTIMIZERS = tuple(sorted(m.name for m in pkgutil.iter_modules([str(OPTIMIZER_DI
                           if not m.name.startswith("_")))
 # Keras' defaults that the recipe keeps fixed (no family varies them).
 ADAM_BETA1, ADAM_BETA2 = 0.9, 0.999
+MUON_OPTIMIZERS = ("muon", "muon_orthogonal")  # Keras Muon: an AdamW path beside Muon's
+# Recipe fields newer than some records and specs: left at their default they are left
+# out of a spec (so pack hashes, checkpoints and spec files stay as they were), and a
+# record without the column was made with the default.
+LATER_FIELDS = {"muon_adam_weight_decay": None}
 SCHEDULES = ("cosine", "constant")
 DATASETS = ("cifar10", "synthetic")
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
@@ -62,6 +67,10 @@ class Recipe:
     cosine_alpha: float = 0.01
     momentum: float = 0.0  # SGD family (0 or 0.9); Muon-orthogonal uses its own 0.95
     weight_decay: float = 0.0  # decoupled lambda (AdamW, Muon)
+    # Keras Muon's adam_weight_decay, the decay of every variable on its AdamW path (all of
+    # them for the paper's Muon). null: weight_decay on both paths, the paper's stated
+    # lambda; 0.004: Keras' default, had the authors set only Muon(weight_decay=...).
+    muon_adam_weight_decay: float | None = None
     l2: float = 0.0  # Keras L2(l) on kernels: loss += l * sum(W^2)
     augment: bool = False
     patience: int | None = None  # early stopping on val loss (ResNet-56/110)
@@ -93,6 +102,7 @@ class Recipe:
         for key in ("weight_decay", "l2"):
             value = getattr(self, key)
             _check(_finite(value) and value >= 0, key, value, "a number >= 0")
+        self._check_muon_adam_weight_decay()
         _check(isinstance(self.augment, bool), "augment", self.augment, "true or false")
         _check(self.patience is None or (_count(self.patience) and self.patience > 0),
                "patience", self.patience, "null or a positive integer")
@@ -108,6 +118,30 @@ class Recipe:
                self.momentum, "> 0 for optimizer sgd_momentum")
         _check(self.optimizer != "sgd" or self.momentum == 0, "momentum", self.momentum,
                "0 for optimizer sgd (use sgd_momentum)")
+
+    def _check_muon_adam_weight_decay(self) -> None:
+        value = self.muon_adam_weight_decay
+        if value is None:
+            return
+        _check(_finite(value) and value >= 0, "muon_adam_weight_decay", value,
+               "null or a number >= 0")
+        _check(self.optimizer in MUON_OPTIMIZERS, "muon_adam_weight_decay", value,
+               f"null for optimizer {self.optimizer} (only {' and '.join(MUON_OPTIMIZERS)} "
+               "have an AdamW path)")
+
+    @property
+    def muon_adam_decay(self) -> float:
+        """The decay of Muon's AdamW path: muon_adam_weight_decay, else weight_decay."""
+        if self.muon_adam_weight_decay is None:
+            return self.weight_decay
+        return self.muon_adam_weight_decay
+
+    @property
+    def shrinkage(self) -> float:
+        """lambda of the clock T_L2: the L2 coefficient plus the decoupled decay acting on
+        the conv kernels (for the paper's Muon, its AdamW path's)."""
+        decay = self.muon_adam_decay if self.optimizer == "muon" else self.weight_decay
+        return self.l2 + decay
 
     @property
     def n_train(self) -> int:
@@ -133,6 +167,8 @@ class Recipe:
             parts.append(f"mom{self.momentum:g}")
         if self.weight_decay:
             parts.append(f"wd{self.weight_decay:g}")
+        if self.muon_adam_weight_decay is not None:
+            parts.append(f"awd{self.muon_adam_weight_decay:g}")
         if self.l2:
             parts.append(f"l2{self.l2:g}")
         if self.augment:
@@ -146,6 +182,12 @@ class Recipe:
         if self.eval_subset:
             parts.append(f"v{self.eval_subset}")
         return "-".join(parts)
+
+
+def recipe_dict(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's fields, without the LATER_FIELDS left at their default."""
+    return {k: v for k, v in dataclasses.asdict(recipe).items()
+            if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
 
 def _finite(x: Any) -> bool:
@@ -225,7 +267,7 @@ class Pack:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recipe": dataclasses.asdict(self.recipe),
+        return {"recipe": recipe_dict(self.recipe),
                 "runs": [{"sigma_w": r.sigma_w, "seed": r.seed} for r in self.runs]}
 
     def dump(self, path: str | Path) -> None:

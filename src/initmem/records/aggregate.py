@@ -33,6 +33,7 @@ from initmem.records.files import (
     RecordError,
     read_folder_records,
     summary_columns,
+    with_later_fields,
 )
 from initmem.vocabulary import MISSING
 
@@ -69,6 +70,7 @@ def aggregate(runs: list[Run], summaries: pa.Table,
 def typed_summaries(summaries: pa.Table) -> pd.DataFrame:
     """Summary records as a frame with the record dtypes (RecordError if columns lack)."""
     columns = summary_columns()
+    summaries = with_later_fields(summaries)
     missing = [c for c in columns if c not in summaries.column_names]
     if missing:
         raise RecordError(f"summary records lack columns {missing}")

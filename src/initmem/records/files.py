@@ -10,7 +10,7 @@ history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs the
     kernel_fro_norm            ||W||_F over conv and dense kernels, end of epoch
     lr                         rate of the epoch's last update
     T_SGD, T_L2, T_adapt       clocks (1/b) sum eta_k^2, lambda sum eta_k, sum eta_k,
-                               cumulative to the end of the epoch (lambda = l2 + weight_decay)
+                               cumulative to the end of the epoch (lambda = Recipe.shrinkage)
   Accuracies are fractions in [0, 1]. Losses are Keras' logged losses: mean
   cross-entropy plus the kernel L2 penalty where the recipe has one.
 
@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from initmem import __version__
 from initmem.errors import InputError, naming
-from initmem.plan.spec import Recipe, Run
+from initmem.plan.spec import LATER_FIELDS, Recipe, Run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
 SCHEMA_VERSION = 2
@@ -281,8 +281,26 @@ def read_records(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return history, summary
 
 
+_ARROW_TYPES = {"string": pa.string(), "Int64": pa.int64(), "float64": pa.float64(),
+                "bool": pa.bool_()}
+
+
+def with_later_fields(table: pa.Table) -> pa.Table:
+    """Summaries written before a recipe field of spec.LATER_FIELDS existed, with that
+    field's default (the value they were made with) in its column."""
+    types = summary_columns()
+    for name, default in LATER_FIELDS.items():
+        if name not in table.column_names:
+            column = pa.array([default] * len(table), _ARROW_TYPES[types[name]])
+            table = table.append_column(name, column)
+    return table
+
+
 def _read(path: Path, columns: dict[str, str]) -> pd.DataFrame:
-    frame = read_sealed(path).to_pandas()
+    table = read_sealed(path)
+    if set(LATER_FIELDS) <= set(columns):  # a summary
+        table = with_later_fields(table)
+    frame = table.to_pandas()
     try:
         return _typed(frame, columns)
     except (RecordError, ValueError, TypeError) as err:

@@ -93,7 +93,7 @@ def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator,
     config entry says it is an adaptive method."""
     n, t = len(sigma), np.arange(1, r.epochs + 1, dtype=float)[None, :]
     clocks = schedule_clocks(r.lr0, r.b, r.steps_per_epoch, r.epochs,
-                             r.l2 + r.weight_decay, r.schedule, r.cosine_alpha)
+                             r.shrinkage, r.schedule, r.cosine_alpha)
     m = memory(r, clocks, adaptive)
     g = outcome_targets(r, sigma, float(m[-1]), rng, adaptive)
     col = {k: np.asarray(v, float)[:, None] for k, v in g.items() if np.ndim(v)}

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from initmem.training.models import PackedNet
-from initmem.training.optimizers import LR, Optimizer
+from initmem.training.optimizers import LR, Optimizer, keras_float
 
 log = logging.getLogger("initmem.train")
 WARMUP_STEPS = 3
@@ -67,8 +67,9 @@ def cross_entropy(logits: Tensor, y: Tensor) -> Tensor:
 
 
 def l2_penalty(model: PackedNet, l2: float) -> Tensor | float:
-    """Keras L2(l) on kernels: l * sum(W^2) per run (so its gradient 2 l W is coupled)."""
-    return l2 * model.kernel_sq_norm() if l2 else 0.0
+    """Keras L2(l) on kernels: l * sum(W^2) per run (so its gradient 2 l W is coupled),
+    with l cast as Keras casts it."""
+    return keras_float(l2) * model.kernel_sq_norm() if l2 else 0.0
 
 
 Batch = Callable[..., tuple[Tensor, Tensor]]  # the step's inputs -> (x, y)

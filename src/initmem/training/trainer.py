@@ -183,7 +183,7 @@ class PackTrainer:
         started, last_save = time.monotonic() - self.elapsed_s, time.monotonic()
         bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, self.progress,
                             initial=self.k)
-        lam = recipe.l2 + recipe.weight_decay
+        lam = recipe.shrinkage
         while self.epoch <= recipe.epochs and any(s.active for s in self.states):
             epoch_start = time.monotonic()
             if self.order is None:

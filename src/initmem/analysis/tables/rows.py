@@ -267,10 +267,13 @@ def optimizer_settings(config: dict) -> dict:
             momentum = rf"$\beta_{{1}}{{=}}{ADAM_BETA1:g}$"
         else:
             momentum = "---"
+        decay = f"${latex_number(recipe.weight_decay)}$"
+        if recipe.muon_adam_weight_decay is not None:  # the other reading of Muon's lambda
+            decay += f" (AdamW path ${latex_number(recipe.muon_adam_weight_decay)}$)"
         rows.append({"label": entry.get("label", name),
                      "lr0": f"${latex_number(recipe.lr0)}$",
                      "momentum": momentum,
-                     "weight_decay": f"${latex_number(recipe.weight_decay)}$",
+                     "weight_decay": decay,
                      "notes": entry.get("notes", "---")})
     first = next(iter(recipes.values()))
     return {"rows": rows, "lr0": latex_number(first.lr0),

@@ -20,9 +20,9 @@ from torch import nn
 
 from initmem.errors import InputError
 from initmem.plan.spec import OPTIMIZERS, Recipe
-from initmem.training.optimizers._base import LR, Optimizer
+from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
-__all__ = ["LR", "Optimizer", "build_optimizer"]
+__all__ = ["LR", "Optimizer", "build_optimizer", "keras_float"]
 
 
 def build_optimizer(recipe: Recipe, model: nn.Module) -> Optimizer:

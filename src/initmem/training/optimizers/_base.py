@@ -12,10 +12,15 @@ operations where that costs nothing:
   to every trainable variable that has a gradient this step (biases and norm params too).
 - The step counter counts updates; Adam's bias correction uses t = iterations + 1, and a
   parameter skipped for lack of a gradient still sees the counter advance. Like Keras it
-  computes beta^t and 1 - beta^t in float32: 1 - 0.999 is then 1.3e-5 off its exact value,
-  so early Adam steps differ from an exact-arithmetic Adam by ~6e-6 relative, as Keras'.
+  computes beta^t and 1 - beta^t in the variables' dtype from the float32-rounded betas:
+  in float32 training 1 - 0.999 is then 1.3e-5 off its exact value, so early Adam steps
+  differ from an exact-arithmetic Adam by ~6e-6 relative, as Keras' do.
 - Adam: m <- m + (g - m)(1 - beta1); v <- v + (g^2 - v)(1 - beta2);
   w <- w - (m * eta sqrt(1 - beta2^t) / (1 - beta1^t)) / (sqrt(v) + 1e-7)  ("epsilon hat").
+- Hyperparameters pass through `keras_float` where Keras casts them (`ops.cast(x,
+  dtype)` of a Python float makes a float32 tensor first): momentum, weight decay, the
+  L2 coefficient and the betas of Adam's bias-correction powers. In float32 that is what
+  happens anyway; in float64 it keeps us equal to Keras-float64 (tests/test_keras_networks.py).
 - The kernel L2 penalty is the training loop's job (added to the loss, so its gradient is
   coupled through momentum and Adam), not the optimizer's.
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -40,6 +46,12 @@ ADAM_EPSILON = 1e-7
 LR = float | Tensor
 
 
+def keras_float(x: float) -> float:
+    """A Python-float hyperparameter as Keras' TensorFlow backend casts it to a variable's
+    dtype: through a float32 tensor (0.9 becomes 0.89999997615814209 even in float64)."""
+    return float(np.float32(x))
+
+
 class Optimizer(ABC):
     """Named parameters, per-parameter state slots and an update counter on the device."""
 
@@ -47,7 +59,7 @@ class Optimizer(ABC):
         self.params = {name: p for name, p in named_params if p.requires_grad}
         if not self.params:
             raise ValueError("no trainable parameters to optimise")
-        self.weight_decay = weight_decay
+        self.weight_decay = keras_float(weight_decay)
         device = next(iter(self.params.values())).device
         self.iterations = torch.zeros((), dtype=torch.int64, device=device)
         self.slots: dict[str, Tensor] = {}  # "<param name>:<slot>" -> state tensor
@@ -68,12 +80,17 @@ class Optimizer(ABC):
     @torch.no_grad()
     def step(self, lr: LR) -> None:
         """One update at rate lr: decoupled decay first (as Keras), then the update."""
-        live = self._live(self.params)
-        if self.weight_decay and live:
-            w = self._tensors(live)[0]
-            torch._foreach_sub_(w, torch._foreach_mul(w, lr * self.weight_decay))
+        for names, decay in self._decays():
+            live = self._live(names)
+            if decay and live:
+                w = self._tensors(live)[0]
+                torch._foreach_sub_(w, torch._foreach_mul(w, lr * decay))
         self._update(lr)
         self.iterations += 1
+
+    def _decays(self) -> list[tuple[list[str], float]]:
+        """(parameter names, decoupled decay) groups: one decay for all, as Keras' base."""
+        return [(list(self.params), self.weight_decay)]
 
     @abstractmethod
     def _update(self, lr: LR) -> None:
@@ -84,8 +101,9 @@ class Optimizer(ABC):
         if not names:
             return
         w, g, m, v = self._tensors(names, "m", "v")
-        t = (self.iterations + 1).float()
-        alpha = lr * torch.sqrt(1 - torch.pow(ADAM_BETA2, t)) / (1 - torch.pow(ADAM_BETA1, t))
+        t = (self.iterations + 1).to(w[0].dtype)
+        alpha = lr * (torch.sqrt(1 - torch.pow(keras_float(ADAM_BETA2), t))
+                      / (1 - torch.pow(keras_float(ADAM_BETA1), t)))
         torch._foreach_lerp_(m, g, 1 - ADAM_BETA1)  # m + (g - m)(1 - beta1), as Keras
         torch._foreach_lerp_(v, torch._foreach_mul(g, g), 1 - ADAM_BETA2)
         denom = torch._foreach_sqrt(v)

@@ -12,9 +12,12 @@ cols)) * 0.2. `muon_orthogonal` (an extension, never the reproduction) routes co
 kernels too, flattened per run to (out, in*kh*kw); the output dense stays excluded.
 
 Keras' Muon has two decay values: weight_decay for the Muon path and adam_weight_decay
-(default 0.004) for the AdamW path. A recipe has one lambda; the paper (Table 1) gives
-Muon lambda = 1e-4, so both paths use recipe.weight_decay. Keras' exclude_embeddings has
-no effect here (no embeddings) and is not modelled.
+(default 0.004) for the AdamW path, which here is every variable. The paper gives Muon
+lambda = 1e-4 without naming the argument, so the recipe holds both readings: by default
+both paths decay at recipe.weight_decay (the paper's stated lambda); with
+muon_adam_weight_decay the AdamW path decays at that value (0.004: Keras' default, had
+the authors set only weight_decay). Keras' exclude_embeddings has no effect here (no
+embeddings) and is not modelled.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, Optimizer
+from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
 MUON_MOMENTUM, MUON_NS_STEPS, MUON_RMS_RATE = 0.95, 5, 0.2
 MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
@@ -57,8 +60,10 @@ class Muon(Optimizer):
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
                  exclude_layers: Iterable[str] = MUON_EXCLUDE_LAYERS,
-                 flatten_conv: bool = False):
+                 flatten_conv: bool = False, adam_weight_decay: float | None = None):
         super().__init__(named_params, weight_decay)
+        self.adam_weight_decay = (self.weight_decay if adam_weight_decay is None
+                                  else keras_float(adam_weight_decay))
         ndims = (2, 4) if flatten_conv else (2,)
         excluded = [re.compile(pattern) for pattern in exclude_layers]
         self.muon_names = [n for n, p in self.params.items() if p.ndim - 1 in ndims
@@ -66,6 +71,9 @@ class Muon(Optimizer):
         self.adam_names = [n for n in self.params if n not in self.muon_names]
         self._add_slot("m", self.params)
         self._add_slot("v", self.adam_names)
+
+    def _decays(self) -> list[tuple[list[str], float]]:
+        return [(self.adam_names, self.adam_weight_decay), (self.muon_names, self.weight_decay)]
 
     def _update(self, lr: LR) -> None:
         self._adam(self.adam_names, lr)
@@ -82,4 +90,5 @@ class Muon(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
-    return Muon(named_params, recipe.weight_decay)
+    return Muon(named_params, recipe.weight_decay,
+                adam_weight_decay=recipe.muon_adam_weight_decay)

@@ -13,4 +13,5 @@ from initmem.training.optimizers.muon import Muon
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
-    return Muon(named_params, recipe.weight_decay, flatten_conv=True)
+    return Muon(named_params, recipe.weight_decay, flatten_conv=True,
+                adam_weight_decay=recipe.muon_adam_weight_decay)

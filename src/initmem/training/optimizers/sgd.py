@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, Optimizer
+from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
 
 class SGD(Optimizer):
@@ -17,7 +17,7 @@ class SGD(Optimizer):
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], momentum: float,
                  weight_decay: float = 0.0):
         super().__init__(named_params, weight_decay)
-        self.momentum = momentum
+        self.momentum = keras_float(momentum)
         if momentum:
             self._add_slot("velocity", self.params)
 
