@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem.analysis import figures
-from initmem.analysis.figures import common, heatmap, sweeps
+from initmem.analysis import figures, toy
+from initmem.analysis.figures import common, heatmap, sweeps, toyfig
 from initmem.plan.spec import Recipe, Run
 from initmem.records import files as records
 
@@ -200,3 +200,43 @@ def test_lr_l2_figure_has_table4_configurations(tmp_path, config):
     # each curve: its own configuration at the 5-point grid, 2 seeds (main grid subsampled)
     assert all(len(c.rows) == 10 and set(c.rows["sigma_w"]) == set(SIGMAS) for c in curves)
     assert all((c.rows["b"] == 16).all() for c in curves)
+
+
+@pytest.fixture(scope="module")
+def toy_figure():
+    fig, _ = toyfig.fig9()
+    yield fig
+    matplotlib.pyplot.close(fig)
+
+
+def eta_lines(ax) -> dict[float, matplotlib.lines.Line2D]:
+    """A Fig. 9 panel's trajectory lines by step size (labels "$\\eta=0.01$")."""
+    return {float(line.get_label().strip("$").split("=")[1]): line for line in ax.lines
+            if line.get_label().startswith(r"$\eta=")}
+
+
+@pytest.mark.parametrize("panel", range(4))
+def test_fig9_draws_each_path_through_its_early_steps_and_end(toy_figure, panel):
+    # panel (d)'s i.i.d. targets once thinned its 200,000 steps to 3 points: a straight line
+    opt = toy.TOY_OPTIMIZERS[panel]
+    lines = eta_lines(toy_figure.axes[panel])
+    assert set(lines) == set(toy.ETAS)
+    for line in lines.values():
+        drawn = np.column_stack([line.get_xdata(), line.get_ydata()])
+        assert len(drawn) >= min(opt.steps + 1, toyfig.DENSE_STEPS)
+        assert tuple(drawn[0]) == (toy.A0, toy.B0)
+
+
+def test_fig9_iid_panel_draws_points_of_its_simulated_path(toy_figure):
+    opt, eta = toy.TOY_OPTIMIZERS[3], max(toy.ETAS)
+    path = toy.run_toy(opt, eta)
+    drawn = np.column_stack([eta_lines(toy_figure.axes[3])[eta].get_xdata(),
+                             eta_lines(toy_figure.axes[3])[eta].get_ydata()])
+    np.testing.assert_array_equal(drawn[:toyfig.DENSE_STEPS], path[:toyfig.DENSE_STEPS])
+    np.testing.assert_array_equal(drawn[-1], path[-1])
+
+
+def test_an_exact_zero_imbalance_prints_as_0():
+    assert toyfig._fmt(0.0) == "0"
+    assert toyfig._fmt(-3e-5) == "-3e-05" and toyfig._fmt(-3.46) == "-3.5"
+

@@ -40,6 +40,13 @@ class ToyOptimizer:
     rule: str  # "gd" (Euclidean step) or "adam"
     steps: int
     targets: tuple[float, ...]
+    iid: bool = False  # targets are i.i.d. draws, one per step: they never repeat
+
+    @property
+    def cycle(self) -> int:
+        """Steps after which the targets repeat; 1 for i.i.d. draws, which have no cycle
+        to average over (their sequence is as long as the run)."""
+        return 1 if self.iid else len(self.targets)
 
 
 TOY_OPTIMIZERS = (
@@ -47,7 +54,7 @@ TOY_OPTIMIZERS = (
     ToyOptimizer("sgd", "SGD, cyclic targets", "gd", 50_000, CYCLIC_TARGETS),
     ToyOptimizer("adam", "Adam, full batch", "adam", 5_000, (1.0,)),
     ToyOptimizer("minibatch_adam", "Adam, random minibatch targets", "adam", 200_000,
-                 RANDOM_TARGETS),
+                 RANDOM_TARGETS, iid=True),
 )
 RULES = ("gd", "adam")
 

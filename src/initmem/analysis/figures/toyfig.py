@@ -37,7 +37,7 @@ def fig9() -> tuple[Figure, pd.DataFrame]:
         for eta in sorted(toy.ETAS, reverse=True):  # the small step drawn on top
             path = paths[(opt.name, eta)]
             # whole target cycles only: the path, not the within-cycle zigzag
-            shown = path[plotted_steps(len(path), len(opt.targets))]
+            shown = path[plotted_steps(len(path), opt.cycle)]
             ax.plot(shown[:, 0], shown[:, 1], color=ETA_COLORS[eta], lw=0.8,
                     label=rf"$\eta={eta:g}$")
             ax.plot(*path[-1], marker="o", ms=3.5, color=ETA_COLORS[eta], mec="k", mew=0.4)
@@ -65,4 +65,7 @@ def _landmarks(ax) -> None:
 
 
 def _fmt(d: float) -> str:
+    """D_K to one decimal, or one significant digit below 0.05; an exact 0 as "0"."""
+    if d == 0:
+        return "0"
     return f"{d:.1f}" if abs(d) >= 0.05 else f"{d:.0e}"
