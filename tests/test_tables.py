@@ -130,6 +130,19 @@ def test_table4_spread_train_and_single_seed_daggers():
     assert r"$5{\times}10^{-3}$" in tex
 
 
+def caption(tex: str) -> str:
+    return tex.split(r"\caption{", 1)[1].split(r"\label", 1)[0]
+
+
+def test_caption_states_the_seed_count_or_its_range():
+    assert "over $n=3$ seeds" in caption(render(2, runs_table(table2_runs())))
+    # Table 5: ResNet-9 SGD with two seeds, ResNet-56 SGD with one (a cut-down config)
+    runs = runs_table([*lr_l2_rows(1e-3, 0.0, 16, (0, 1), family="main"),
+                       *[{**row, "arch": "resnet56"}
+                         for row in lr_l2_rows(1e-3, 0.0, 16, (42,), family="depth")]])
+    assert "over $n=1$--$2$ seeds" in caption(render(5, runs))
+
+
 def test_every_table_renders_from_a_small_synthetic_config():
     from initmem.records import synthetic
 

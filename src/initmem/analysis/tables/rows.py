@@ -9,7 +9,6 @@ returns (template context, cells, rendered cell texts).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -44,10 +43,14 @@ class Sheet:
         return text
 
     def seeds(self) -> str:
-        """The usual number of runs per cell, for the caption."""
-        counts = Counter(c.n_runs + len(c.missing) for c in self.cells
-                         if c.key["metric"] not in DERIVED and c.n_runs + len(c.missing))
-        return str(counts.most_common(1)[0][0]) if counts else "?"
+        """The caption's seeds per cell, `$n=10$`, or their range `$n=1$--$2$` where cells
+        differ (a cut-down config gives some recipes more seeds than others)."""
+        counts = {c.n_runs + len(c.missing) for c in self.cells
+                  if c.key["metric"] not in DERIVED and c.n_runs + len(c.missing)}
+        if not counts:
+            return "$n=?$"
+        low, high = min(counts), max(counts)
+        return f"$n={low}$" if low == high else f"$n={low}$--${high}$"
 
 
 DERIVED = ("spread", "train_acc_mean", "abs_delta")
