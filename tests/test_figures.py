@@ -240,3 +240,19 @@ def test_an_exact_zero_imbalance_prints_as_0():
     assert toyfig._fmt(0.0) == "0"
     assert toyfig._fmt(-3e-5) == "-3e-05" and toyfig._fmt(-3.46) == "-3.5"
 
+
+def test_fig1_train_panels_show_the_last_epoch(tmp_path, config):
+    # "SGD interpolates" is read at the end of training; at large sigma_w SGD's tau_best
+    # comes before it interpolates, so train acc at tau_best would contradict the caption
+    runs_path, _ = write_tables(tmp_path)
+    runs = pd.read_parquet(runs_path)
+    runs["train_acc_best"] = 0.5
+    runs.to_parquet(runs_path)
+    fig = figures.draw(1, common.load_inputs(runs_path, None, config))
+    train_panels = [fig.axes[1], fig.axes[4]]
+    for ax in train_panels:
+        assert "last epoch" in ax.get_ylabel()
+        drawn = np.concatenate([line.get_ydata() for line in ax.lines])
+        assert len(drawn) and set(np.round(drawn, 6)) <= {99.9, 97.0}
+    matplotlib.pyplot.close(fig)
+
