@@ -256,3 +256,44 @@ def test_fig1_train_panels_show_the_last_epoch(tmp_path, config):
         assert len(drawn) and set(np.round(drawn, 6)) <= {99.9, 97.0}
     matplotlib.pyplot.close(fig)
 
+
+def squeeze_epochs(path: Path, clock: tuple[float, float], beta: tuple[float, float]) -> None:
+    """Make every clock run geometrically over `clock` and |beta| over `beta` across the
+    epochs (both in view of one log axis)."""
+    epochs = pd.read_parquet(path)
+    f = (epochs["epoch"] - 1) / (N_EPOCHS - 1)
+    for column in ("T_SGD", "T_L2", "T_adapt"):
+        epochs[column] = clock[0] * (clock[1] / clock[0]) ** f
+    epochs["val_acc"] = 0.9 - epochs["sigma_w"] * beta[0] * (beta[1] / beta[0]) ** f
+    epochs.to_parquet(path)
+
+
+def overlapping_labels(fig) -> list[tuple[str, str]]:
+    """Pairs of visible tick labels on one axis whose drawn boxes overlap."""
+    renderer = fig.canvas.get_renderer()
+    pairs = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in axis.get_ticklabels(which="both")
+                      if t.get_visible() and t.get_text()]
+            boxed = [(t.get_text(), t.get_window_extent(renderer)) for t in labels]
+            pairs += [(a, b) for (a, p), (b, q) in itertools.combinations(boxed, 2)
+                      if p.overlaps(q)]
+    return pairs
+
+
+@pytest.mark.parametrize("span", [(4.0, 9.5), (1.5, 9.0), (0.6, 0.9), (2.0, 2.1), (1, 40)])
+def test_fig6_log_axes_have_two_or_more_labels_that_do_not_overlap(tmp_path, config, span):
+    runs, epochs = write_tables(tmp_path)
+    squeeze_epochs(epochs, tuple(s * 1e-3 for s in span), tuple(s * 1e-2 for s in span))
+    fig = figures.draw(6, common.load_inputs(runs, epochs, config))
+    fig.canvas.draw()
+    assert overlapping_labels(fig) == []
+    for ax in (fig.axes[0], fig.axes[4], fig.axes[5]):  # (a), (e), (f): all have data
+        for axis in (ax.xaxis, ax.yaxis)[ax is fig.axes[0]:]:
+            low, high = sorted(axis.get_view_interval())
+            shown = [t.get_text() for loc, t in zip(axis.get_majorticklocs(),
+                                                    axis.get_majorticklabels(), strict=True)
+                     if low <= loc <= high and t.get_text()]
+            assert len(shown) >= 2, (ax.get_title(loc="left"), shown)
+    matplotlib.pyplot.close(fig)

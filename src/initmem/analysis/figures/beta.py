@@ -94,5 +94,7 @@ def _finish(ax, title: str, xlabel: str, drawn: bool, logx: bool = True) -> None
         no_data(ax)
         return
     ax.set_yscale("log")
+    style.readable_log_axis(ax.yaxis)
     if logx:
         ax.set_xscale("log")
+        style.readable_log_axis(ax.xaxis)

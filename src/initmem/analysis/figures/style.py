@@ -6,6 +6,7 @@ figure is included at 100% and its 7-8 pt text reads like the caption's.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a window, also on machines without a display
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 TEXT_WIDTH_IN = 5.5  # \textwidth of paper/main.tex (the paper's single column)
@@ -60,6 +62,43 @@ def figure(n_rows: int, n_cols: int, *, height_in: float | None = None,
     height = height_in if height_in is not None else ROW_HEIGHT_IN * n_rows
     return plt.subplots(n_rows, n_cols, figsize=(TEXT_WIDTH_IN, height),
                         layout="constrained", squeeze=False, **kwargs)
+
+
+# Round coefficients for the labels of a log axis shorter than a decade, sparsest first.
+LOG_SUBS = ((1, 2, 5), (1, 2, 3, 5, 7), tuple(range(1, 10)))
+
+
+def readable_log_axis(axis) -> None:
+    """Label a log axis that spans less than a decade at a few round values: the sparsest
+    of 1-2-5, 1-2-3-5-7 or 1..9 x 10^k that puts two labels in view (else round values
+    as on a linear axis). Matplotlib would label every minor tick there, and at this
+    width its labels overlap; longer axes keep its decade labels."""
+    low, high = sorted(axis.get_view_interval())
+    if not (low > 0 and math.log10(high / low) < 1):
+        return
+    for subs in LOG_SUBS:
+        ticks = [c * 10.0**k for k in range(math.floor(math.log10(low)),
+                                            math.ceil(math.log10(high)) + 1)
+                 for c in subs if low <= c * 10.0**k <= high]
+        if len(ticks) >= 2:
+            break
+    else:  # a sliver of a decade: round values as a linear axis would have them
+        ticks = [t for t in ticker.MaxNLocator(nbins=3).tick_values(low, high)
+                 if low <= t <= high]
+    axis.set_major_locator(ticker.FixedLocator(ticks))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda x, _pos: sci_label(x)))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def sci_label(x: float) -> str:
+    """$10^{-3}$, $2\\times10^{-3}$ or $2.05\\times10^{-3}$: three significant digits at
+    most."""
+    exponent = math.floor(math.log10(x))
+    mantissa = float(f"{x / 10.0**exponent:.3g}")
+    if mantissa == 10:
+        exponent, mantissa = exponent + 1, 1.0
+    power = rf"10^{{{exponent}}}"
+    return f"${power}$" if mantissa == 1 else rf"${mantissa:g}\times{power}$"
 
 
 def mark_missing(fig: Figure, n_missing: int, n_expected: int, n_diverged: int = 0) -> None:
