@@ -297,3 +297,14 @@ def test_fig6_log_axes_have_two_or_more_labels_that_do_not_overlap(tmp_path, con
                      if low <= loc <= high and t.get_text()]
             assert len(shown) >= 2, (ax.get_title(loc="left"), shown)
     matplotlib.pyplot.close(fig)
+
+
+def test_fig4_inset_names_each_bar(tmp_path, config):
+    fig = figures.draw(4, common.load_inputs(*write_tables(tmp_path), config))
+    for ax in fig.axes[:2]:
+        (inset,) = ax.child_axes
+        names = [t.get_text() for t in inset.get_xticklabels()]
+        assert len(names) == len(inset.patches) == 14  # Table 4's configurations at one b
+        assert {"0.001 / 0", "0.1 / 0.01", "long", "Adam"} <= set(names)
+        assert all(names)
+    matplotlib.pyplot.close(fig)

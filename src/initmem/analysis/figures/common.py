@@ -138,6 +138,7 @@ class Curve:
     color: str
     linestyle: str = "-"
     band: bool = True
+    short: str = ""  # its name where space is scarce (Fig. 4's inset bars); "": label
 
 
 def draw_curves(ax, curves: Iterable[Curve], value: str, scale: float = 1.0) -> int:

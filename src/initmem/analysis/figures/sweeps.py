@@ -128,11 +128,14 @@ def _lr_l2_curves(inputs: Inputs, runs: pd.DataFrame, b: int) -> list[Curve]:
     for lr0, l2, rows in configs:
         cmap = matplotlib.colormaps[palettes.get(lr0, "Greys")]
         color = matplotlib.colors.to_hex(cmap(l2_shades.get(l2, 0.6)))
-        curves.append(Curve(rf"$\eta$={lr0:g}, $\lambda$={l2:g}", rows, color, band=False))
+        curves.append(Curve(rf"$\eta$={lr0:g}, $\lambda$={l2:g}", rows, color, band=False,
+                            short=f"{lr0:g} / {l2:g}"))
     long_rows = select(runs, family="long_sgd", b=b)
-    curves.append(Curve(r"$\eta$=0.001, 5k ep.", long_rows, "k", ":", band=False))
-    curves.append(Curve(f"{inputs.optimizer_label('adam')} $\\eta$=0.001",
-                        select(main, optimizer="adam"), style.BASELINE_COLOR, "--", band=False))
+    curves.append(Curve(r"$\eta$=0.001, 5k ep.", long_rows, "k", ":", band=False,
+                        short="long"))
+    adam = inputs.optimizer_label("adam")
+    curves.append(Curve(f"{adam} $\\eta$=0.001", select(main, optimizer="adam"),
+                        style.BASELINE_COLOR, "--", band=False, short=adam))
     return curves
 
 
@@ -147,7 +150,7 @@ def fig4(inputs: Inputs) -> Drawn:
         used.extend(c.rows for c in curves)
         if draw_curves(ax, curves, "test_acc_best", ACC):
             low, high = ax.get_ylim()
-            ax.set_ylim(low - 0.9 * (high - low), high)  # room for the inset below
+            ax.set_ylim(low - 1.1 * (high - low), high)  # room for the inset below
             _spread_inset(ax, curves)
         ax.set_title(f"({'ab'[col]}) $b={b}$", loc="left")
         ax.set_ylabel("test acc. (%)")
@@ -157,14 +160,17 @@ def fig4(inputs: Inputs) -> Drawn:
 
 
 def _spread_inset(ax, curves: list[Curve]) -> None:
+    """Each configuration's spread as a bar, ascending, named below it (eta / lambda)."""
     bars = sorted(((spread(c.rows, "test_acc_best") * ACC, c) for c in curves
                    if not c.rows["test_acc_best"].dropna().empty), key=lambda t: t[0])
-    inset = ax.inset_axes([0.16, 0.06, 0.8, 0.34])
+    inset = ax.inset_axes([0.16, 0.25, 0.8, 0.22])  # below it: room for the bars' names
     inset.bar(range(len(bars)), [s for s, _ in bars], color=[c.color for _, c in bars],
               edgecolor="0.3", linewidth=0.3)
-    inset.set_xticks([])
+    inset.set_xticks(range(len(bars)), [c.short or c.label for _, c in bars], rotation=90,
+                     fontsize=4.5)
+    inset.tick_params(axis="x", length=0, pad=1.5)
     inset.set_ylabel("spread (pp)", fontsize=5.5)
-    inset.tick_params(labelsize=5)
+    inset.tick_params(axis="y", labelsize=5)
     inset.grid(False)
 
 
