@@ -308,3 +308,15 @@ def test_fig4_inset_names_each_bar(tmp_path, config):
         assert {"0.001 / 0", "0.1 / 0.01", "long", "Adam"} <= set(names)
         assert all(names)
     matplotlib.pyplot.close(fig)
+
+
+def test_fig3_says_when_no_run_interpolated_rather_than_no_data(tmp_path, config):
+    # a short run (the demo's 2 epochs) fits the labels nowhere: the panels are empty
+    # because tau_interp and the repair gap do not exist, not because records are absent
+    runs_path, epochs_path = write_tables(tmp_path)
+    runs = pd.read_parquet(runs_path)
+    runs[["tau_interp", "val_acc_interp", "repair_gap"]] = None
+    runs.to_parquet(runs_path)
+    found = texts(3, runs_path, epochs_path, config)
+    assert "no data" not in found
+    assert found.count(sweeps.NONE_INTERPOLATED) == 4

@@ -141,8 +141,10 @@ class Curve:
     short: str = ""  # its name where space is scarce (Fig. 4's inset bars); "": label
 
 
-def draw_curves(ax, curves: Iterable[Curve], value: str, scale: float = 1.0) -> int:
-    """Seed mean with 10-90 band per curve; returns how many curves had any data."""
+def draw_curves(ax, curves: Iterable[Curve], value: str, scale: float = 1.0,
+                empty: str = "no data") -> int:
+    """Seed mean with 10-90 band per curve; returns how many curves had any data. A panel
+    without any says `empty` (why, where the caller knows it)."""
     drawn = 0
     for curve in curves:
         band = seed_band(curve.rows, value)
@@ -156,12 +158,12 @@ def draw_curves(ax, curves: Iterable[Curve], value: str, scale: float = 1.0) -> 
                             alpha=0.18, lw=0)
         drawn += 1
     if not drawn:
-        no_data(ax)
+        no_data(ax, empty)
     return drawn
 
 
-def no_data(ax) -> None:
-    ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
+def no_data(ax, text: str = "no data") -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center",
             color=style.MISSING_COLOR, fontsize=8)
 
 

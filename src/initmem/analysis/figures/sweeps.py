@@ -24,7 +24,7 @@ from initmem.analysis.figures.common import (
     sigma_grid,
     spread,
 )
-from initmem.vocabulary import ARCH_LABELS
+from initmem.vocabulary import ARCH_LABELS, INTERP_THRESHOLD
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
 ACC = 100.0  # accuracies are stored as fractions, plotted in %
@@ -49,9 +49,10 @@ def figure_legend(fig: Figure, axes, ncol: int = 6) -> None:
                    ncol=min(len(seen), ncol))
 
 
-def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str) -> None:
+def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str,
+                empty: str = "no data") -> None:
     """One panel of metric `value` vs sigma_w, a curve per optimizer (Figs. 1 and 3)."""
-    draw_curves(ax, curves, value, scale)
+    draw_curves(ax, curves, value, scale, empty)
     ax.set_title(title, loc="left")
     ax.set_ylabel(ylabel)
     sigma_axis(ax)
@@ -92,6 +93,10 @@ def fig1(inputs: Inputs) -> Drawn:
     return fig, used
 
 
+NONE_INTERPOLATED = (f"no run reached {INTERP_THRESHOLD:.1%} train acc.:\n"
+                     "neither quantity exists")
+
+
 def fig3(inputs: Inputs) -> Drawn:
     """tau_interp (a,b) and repair gap (c,d) vs sigma_w at b=16 and b=128."""
     main = select(inputs.need_runs(), family="main")
@@ -99,12 +104,16 @@ def fig3(inputs: Inputs) -> Drawn:
     used = []
     for col, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
         used.append(at_b)
+        never = int((~missing_mask(at_b) & at_b["tau_interp"].isna()).sum())
+        # a short run (the demo) may interpolate nowhere: the quantity does not exist
+        empty = NONE_INTERPOLATED if never and never == (~missing_mask(at_b)).sum() \
+            else "no data"
         for row, panel in enumerate((
                 ("tau_interp", 1.0, r"$\tau_{\mathrm{interp}}$ (epoch)"),
                 ("repair_gap", ACC, r"$\Delta_{\mathrm{repair}}$ (pp)"))):
-            curve_panel(axes[row, col], curves, *panel, f"({'abcd'[2 * row + col]}) $b={b}$")
+            curve_panel(axes[row, col], curves, *panel, f"({'abcd'[2 * row + col]}) $b={b}$",
+                        empty)
         axes[1, col].axhline(0, color="k", lw=0.6)
-        never = int((~missing_mask(at_b) & at_b["tau_interp"].isna()).sum())
         if never:  # these runs have no tau_interp and no repair gap: say so, do not impute
             for ax in axes[:, col]:
                 ax.text(0.02, 0.97, f"{never} runs never reached 99.5% train acc.",
