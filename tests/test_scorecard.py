@@ -167,6 +167,20 @@ def test_summary_and_outputs(tmp_path):
     assert "max(2" in tex.replace(r"\max", "max") and "SYNTHETIC" not in tex
 
 
+def test_a_cell_outside_the_config_is_not_a_missing_record(tmp_path):
+    # a cut-down config runs no b = 64 at all; its b = 16 run has no record yet
+    folder = published_dir(tmp_path)
+    with (folder / "table4.csv").open("a") as f:
+        f.write("4,64,sgd,resnet9,0.1,0.001,0,test_acc,pct,87.0,0.3,10,,\n")
+    runs = sgd_runs()
+    card = scorecard.score(runs, scorecard.read_published(folder), our_cells(runs, tmp_path))
+    verdicts = card.set_index(["table", "b", "sigma_w", "metric"])["verdict"]
+    assert verdicts[("4", "64", "0.1", "test_acc")] == "not in config"
+    assert verdicts[("4", "16", "0.1", "test_acc")] == "missing"
+    tex = scorecard.render_tex(card, synthetic=False)
+    assert r"Table~\ref{tab:table4} & 5 & 3 & 0 & 1 & 2 & 1 & 0 \\" in tex
+
+
 def test_an_empty_published_folder_is_an_error(tmp_path):
     with pytest.raises(scorecard.InputError, match="no \\*.csv"):
         scorecard.read_published(tmp_path)
