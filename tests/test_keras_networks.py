@@ -85,10 +85,15 @@ def recipe_for(arch: str, case: str) -> Recipe:
 
 @pytest.fixture(autouse=True, scope="module")
 def float64():
+    """Keras caches its global dtype policy from floatx on first use, so both are set and
+    both restored: a float64 policy left behind breaks later float32 Keras tests."""
+    floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
     keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
     torch.set_default_dtype(torch.float64)
     yield
-    keras.config.set_floatx("float32")
+    keras.config.set_floatx(floatx)
+    keras.config.set_dtype_policy(policy)
     torch.set_default_dtype(torch.float32)
 
 
