@@ -1,7 +1,7 @@
 """The paper's networks written in Keras 3 from its description, for differential tests.
 
-Written from the paper (Appendix A) and the Keras recipe (`../shared/reference/
-fidelity.md`), not from `initmem.training.models`: the DAWNBench ResNet-9 (prep 64;
+Written from the paper (Appendix A) and the Keras recipe (README, "The recipe, as Keras
+runs it"), not from `initmem.training.models`: the DAWNBench ResNet-9 (prep 64;
 128 + max-pool + residual; 256 + max-pool; 512 + max-pool + residual; global max-pool,
 or global average pool for R9-AvgPool; every conv 3x3 -> norm -> ReLU), the ResNet-9-LN
 (LayerNormalization over channels instead of BatchNorm) and Keras' `resnet_v1` CIFAR
