@@ -71,9 +71,17 @@ def scratch_checkout(where: Path, config: Path = PAPER_CONFIG, synthetic_demo: b
     return where
 
 
+MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def typed(command: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900
           ) -> subprocess.CompletedProcess:
-    """A command line exactly as a user types it, with the venv's tools first on PATH."""
+    """A command line exactly as a user types it, with the venv's tools first on PATH.
+
+    A user's shell is not inside make: the variables `make test` exports (MAKELEVEL,
+    MAKEFLAGS) are dropped, or a `make` typed here prints "Entering directory" lines.
+    """
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    shell = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
     return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PATH": path, **(env or {})})
+                          timeout=timeout, env={**shell, "PATH": path, **(env or {})})
