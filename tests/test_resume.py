@@ -19,7 +19,7 @@ import torch
 
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
-from initmem.training import checkpoint, data
+from initmem.training import checkpoint, command, data
 from initmem.training.command import PREEMPTED_EXIT
 from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 
@@ -314,3 +314,20 @@ def test_sigkill_before_and_after_a_compaction_loses_nothing(compacted, tmp_path
     assert proc.returncode == 0 and "resumed from checkpoint" in err, err
     stopping.assert_same_records(compacted[0], out, pack)
     assert_same_weights(compacted[1], saved_run_weights(checkpoint.load_latest(folder)))
+
+
+def test_only_unfinished_runs_train_unless_a_checkpoint_holds_them(tmp_path):
+    """A pack whose runs partly have summaries trains the others alone; a part with a
+    checkpoint resumes whole (its checkpoint holds every run); a finished one trains none."""
+    out, root = tmp_path / "out", tmp_path / "ckpt"
+    three = Pack(RECIPE, (*PACK.runs, Run(RECIPE, 1.0, 2)))
+    finished = three.runs[1]
+    (out / finished.run_dir).mkdir(parents=True)
+    (out / finished.run_dir / "summary.parquet").touch()
+    todo = command.unfinished_parts([three], out, root)
+    assert [part.runs for part in todo] == [(three.runs[0], three.runs[2])]
+    (root / three.key).mkdir(parents=True)
+    (root / three.key / checkpoint.LATEST).touch()
+    assert command.unfinished_parts([three], out, root) == [three]
+    done = Pack(RECIPE, (finished,))
+    assert command.unfinished_parts([done], out, root) == []

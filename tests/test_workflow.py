@@ -1,5 +1,7 @@
 """The Snakefile: dry runs of the paper and demo configs, targets, guards, a real tiny run."""
 
+import shutil
+
 import pandas as pd
 import pytest
 import torch
@@ -63,7 +65,7 @@ def test_tables_target_renders_the_seven_tables(tmp_path):
 def test_asking_for_one_runs_file_trains_its_pack_only(tmp_path):
     config = grid.load_config(PAPER_CONFIG)
     pack_id, pack = list(grid.make_packs(config).items())[7]
-    target = f"results/runs/{pack.runs[3].run_dir}/history.parquet"
+    target = f"results/runs/{pack.runs[3].run_dir}/summary.parquet"
     assert dry_run(tmp_path, PAPER_CONFIG, target) == {f"train_{pack_id}": 1,
                                                        "write_pack_spec": 1, "total": 2}
 
@@ -108,16 +110,26 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     again = snakemake(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
 
-    # The aggregate asks for the runs' summaries only: a run without one trains again
-    # (with its pack, and only that pack).
+    # A run without a summary is unfinished: a plain rerun trains it alone (its pack's
+    # job, skipping the finished runs, which it keeps) and aggregates again.
     pack_id, pack = next(iter(grid.make_packs(config).items()))
-    lost = tmp_path / "results" / "runs" / pack.runs[1].run_dir / "summary.parquet"
-    saved = lost.read_bytes()
-    lost.unlink()  # as `initmem verify` advises for a damaged run
-    counts = dry_run(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet",
-                     "--forcerun", "aggregate_runs")
+    lost = tmp_path / "results" / "runs" / pack.runs[1].run_dir
+    kept = tmp_path / "results" / "runs" / pack.runs[0].run_dir / "summary.parquet"
+    kept_bytes, kept_mtime = kept.read_bytes(), kept.stat().st_mtime_ns
+    saved = pd.read_parquet(lost / "summary.parquet")
+    shutil.rmtree(lost)  # as `initmem verify` advises for a damaged run
+    counts = dry_run(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet")
     assert {r for r in counts if r.startswith("train_")} == {f"train_{pack_id}"}
-    lost.write_bytes(saved)
+    assert counts["aggregate_runs"] == 1
+    done = snakemake(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "logs" / "train" / f"{pack_id}.log").read_text()
+    assert f"{len(pack.runs) - 1} of the pack's {len(pack.runs)} runs already have " \
+        "records: training the other 1" in log
+    assert kept.read_bytes() == kept_bytes and kept.stat().st_mtime_ns == kept_mtime
+    pd.testing.assert_frame_equal(pd.read_parquet(lost / "summary.parquet")
+                                  .drop(columns="wall_time_s"),
+                                  saved.drop(columns="wall_time_s"), check_exact=True)
 
     edited = yaml.safe_load(TEST_CONFIG.read_text())
     edited["execution"].update(pack_size=1, device="auto")  # regroup, another device

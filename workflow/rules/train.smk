@@ -1,11 +1,13 @@
-# Training: one rule per pack. Its outputs are its runs' record files, so asking for one
-# run's file trains its pack, from the pack's spec (results/packs/<pack_id>.json, written by
-# its own rule). The spec is an `ancient` input and every param is `derived` (see
-# common.smk): regrouping runs into packs writes new specs but retrains nothing; only
-# missing records train. Time limits use eager step times (THROUGHPUT): a CUDA-graph run
-# falls back to eager steps when its self-check fails, so its limit must cover those; and
-# the expected epochs of early-stopping runs (STOPPING): a pack that outruns its limit
-# checkpoints at SIGUSR1 and is resubmitted.
+# Training: one rule per pack with unfinished runs (UNFINISHED, common.smk). Its outputs
+# are those runs' summaries, so asking for one trains its pack, from the pack's spec
+# (results/packs/<pack_id>.json, written by its own rule); the pack's finished runs are
+# no outputs, so Snakemake never deletes them, and `initmem train` skips them. The spec
+# is an `ancient` input and every param is `derived` (see common.smk): regrouping runs
+# into packs writes new specs but retrains nothing; only missing records train. Time
+# limits use eager step times (THROUGHPUT): a CUDA-graph run falls back to eager steps
+# when its self-check fails, so its limit must cover those; and the expected epochs of
+# early-stopping runs (STOPPING): a pack that outruns its limit checkpoints at SIGUSR1
+# and is resubmitted.
 # Longer packs start first (priority: their estimated seconds), so no long pack is left
 # to run alone at the end.
 
@@ -20,7 +22,10 @@ rule write_pack_spec:
         PACKS[wildcards.pack_id].dump(output[0])
 
 
-for pack_id, pack in PACKS.items():
+for pack_id, unfinished in UNFINISHED.items():
+    seconds = cost.pack_seconds(
+        PACKS[pack_id], THROUGHPUT, STOPPING, EXECUTION["compaction"]
+    )
 
     rule:
         name:
@@ -28,21 +33,15 @@ for pack_id, pack in PACKS.items():
         input:
             spec=ancient(f"results/packs/{pack_id}.json"),
         output:
-            run_files(pack.runs),
+            unfinished,
         log:
             f"logs/train/{pack_id}.log",
-        priority: round(cost.pack_seconds(pack, THROUGHPUT, STOPPING, EXECUTION["compaction"]))
+        priority: round(seconds)
         conda:
             "../../envs/train.yaml"
         threads: EXECUTION["cpus_per_job"]
         resources:
-            runtime=cost.runtime_minutes(
-                pack,
-                EXECUTION["min_runtime_min"],
-                THROUGHPUT,
-                STOPPING,
-                EXECUTION["compaction"],
-            ),
+            runtime=cost.limit_minutes(seconds, EXECUTION["min_runtime_min"]),
             mem_mb=EXECUTION["mem_mb"],
             gpu=EXECUTION["gpus_per_job"],
         params:

@@ -328,7 +328,11 @@ def runtime_minutes(pack: Pack, floor: int, throughput: Throughput = BUILTIN,
                     stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> int:
     """SLURM time limit of the pack's job: the estimate with a safety margin, at least floor
     (a pack that outruns it checkpoints and is resubmitted: module docstring)."""
-    seconds = pack_seconds(pack, throughput, stopping, compaction)
+    return limit_minutes(pack_seconds(pack, throughput, stopping, compaction), floor)
+
+
+def limit_minutes(seconds: float, floor: int) -> int:
+    """The time limit of a job estimated at `seconds`: with the safety margin, >= floor."""
     return max(floor, math.ceil(SAFETY * seconds / 60))
 
 

@@ -133,6 +133,20 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
     return trainer.run().summaries
 
 
+def unfinished_parts(parts: list[Pack], out_dir: Path, root: Path) -> list[Pack]:
+    """The parts still to train: a part with a checkpoint resumes whole (its checkpoint
+    holds all its runs); any other trains only its runs without a summary, so a lost or
+    deleted record retrains its run alone, and a finished pack trains nothing."""
+    todo = []
+    for part in parts:
+        runs = [r for r in part.runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+        if any((root / part.key).glob("*.pt")) or len(runs) == len(part.runs):
+            todo.append(part)
+        elif runs:
+            todo.append(Pack(part.recipe, tuple(runs)))
+    return todo
+
+
 def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pack]:
     """A pack that ran out of GPU memory trains as two sub-packs of its unfinished runs
     (memory use is set by the first updates, so nothing has usually been trained yet; a
@@ -171,6 +185,11 @@ def main(args: argparse.Namespace) -> int:
                  "than %d images per step train slower packed than sequentially on CPU; "
                  "--packed-on-cpu overrides)", len(parts), len(parts[0].runs),
                  CPU_PACK_IMAGES)
+    todo = unfinished_parts(parts, args.out_dir, root)
+    finished = len(pack.runs) - sum(len(part.runs) for part in todo)
+    if finished:
+        log.info("%d of the pack's %d runs already have records: training the other %d",
+                 finished, len(pack.runs), len(pack.runs) - finished)
     stop = {"requested": False, "trainer": None}
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -182,7 +201,7 @@ def main(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, request_stop)
-    summaries, queue, trained = [], list(parts), []
+    summaries, queue, trained = [], todo, []
     while queue:  # finished parts keep their final checkpoint until the pack is done
         part = queue.pop(0)
         trained.append(part)
