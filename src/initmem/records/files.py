@@ -225,9 +225,11 @@ def read_sealed(path: Path) -> pa.Table:
     return verified(table, path)
 
 
-# A run without a summary is unfinished: the workflow's next run trains it (alone).
-REDO = ("delete its run folder and rerun the workflow to retrain the run, or restore it "
-        "from a runs archive (initmem archive unpack)")
+# Snakemake keeps an up-to-date aggregate when an input record disappears, so the rerun
+# forces the aggregate, which brings the run's training job back in (training that run
+# alone: initmem train skips the pack's finished runs).
+REDO = ("delete its run folder and rerun the workflow with --forcerun aggregate_runs to "
+        "retrain the run, or restore it from a runs archive (initmem archive unpack)")
 
 
 def verified(table: pa.Table, where: object) -> pa.Table:

@@ -133,13 +133,18 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
     return trainer.run().summaries
 
 
+def unfinished_runs(runs: Sequence[Run], out_dir: Path) -> list[Run]:
+    """The runs without a summary: a run is finished exactly when its summary exists."""
+    return [r for r in runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+
+
 def unfinished_parts(parts: list[Pack], out_dir: Path, root: Path) -> list[Pack]:
     """The parts still to train: a part with a checkpoint resumes whole (its checkpoint
     holds all its runs); any other trains only its runs without a summary, so a lost or
     deleted record retrains its run alone, and a finished pack trains nothing."""
     todo = []
     for part in parts:
-        runs = [r for r in part.runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+        runs = unfinished_runs(part.runs, out_dir)
         if any((root / part.key).glob("*.pt")) or len(runs) == len(part.runs):
             todo.append(part)
         elif runs:
@@ -151,7 +156,7 @@ def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pa
     """A pack that ran out of GPU memory trains as two sub-packs of its unfinished runs
     (memory use is set by the first updates, so nothing has usually been trained yet; a
     checkpoint of the whole pack cannot be resumed by its halves)."""
-    runs = [r for r in part.runs if not (out_dir / r.run_dir / "summary.parquet").exists()]
+    runs = unfinished_runs(part.runs, out_dir)
     r = part.recipe
     if len(runs) <= 1:
         raise InputError(f"one run of {r.recipe_id} (arch={r.arch}, width={r.width:g}, "
