@@ -84,6 +84,18 @@ def test_builtin_pack_seconds_by_hand():
     assert cost.runtime_minutes(make_pack(4), floor=7) == 7
 
 
+def test_training_jobs_balance_packs_by_time():
+    seconds = {"a": 1.0, "b": 9.0, "c": 4.0, "d": 5.0, "e": 2.0}
+    assert cost.training_jobs(seconds, 1) == {p: [p] for p in ("b", "d", "c", "e", "a")}
+    # longest first, each to the least loaded job with room: 9 | 5+1 | 4+2
+    assert cost.training_jobs(seconds, 2) == {"b": ["b"], "d-and-1-more": ["d", "a"],
+                                              "c-and-1-more": ["c", "e"]}
+    assert cost.training_jobs(seconds, 9) == {"b-and-4-more": ["b", "d", "c", "e", "a"]}
+    assert cost.training_jobs({}, 3) == {}
+    with pytest.raises(InputError, match="packs_per_job=0 is not allowed"):
+        cost.training_jobs(seconds, 0)
+
+
 def test_builtin_overhead_grows_with_layers():
     # ResNet-56: overhead 3e-3 x 58 / 9; per image 5e-5 x 0.25; one run, 10 steps x 2.
     step = 3e-3 * 58 / 9 + 100 * 5e-5 * 0.25

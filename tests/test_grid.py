@@ -108,8 +108,9 @@ def test_validate_fills_defaults_and_keeps_input():
     config = small()
     checked = grid.validate_config(config)
     assert "execution" not in config
-    assert checked["execution"] == {"pack_size": 25, "device": "auto", "gpus_per_job": 1,
-                                    "cpus_per_job": 4, "mem_mb": 32000, "min_runtime_min": 30,
+    assert checked["execution"] == {"pack_size": 25, "packs_per_job": 1, "device": "auto",
+                                    "gpus_per_job": 1, "cpus_per_job": 4, "mem_mb": 32000,
+                                    "min_runtime_min": 30,
                                     "throughput_csv": None, "throughput_device": None,
                                     "cuda_graphs": "auto", "channels_last": "auto",
                                     "compaction": True}

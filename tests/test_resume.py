@@ -155,10 +155,11 @@ def test_a_checkpoint_from_before_epoch_augmentation_is_refused(splits, tmp_path
         PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
 
 
-def cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+def cli(spec: Path | list[Path], out: Path, *extra: str) -> subprocess.Popen:
     """The train command, in the reference's contiguous layout (its CPU default for
     ResNet-9 is channels_last: the same values up to summation order, not bitwise)."""
-    return subprocess.Popen([sys.executable, "-m", "initmem", "train", str(spec), str(out),
+    specs = [spec] if isinstance(spec, Path) else spec
+    return subprocess.Popen([sys.executable, "-m", "initmem", "train", *map(str, specs), str(out),
                              "--device", "cpu", "--no-progress", "--checkpoint-every", "0",
                              "--channels-last", "off", *extra], stderr=subprocess.PIPE,
                             text=True)
@@ -217,6 +218,32 @@ def test_preemption_signal_checkpoints_and_exits_with_the_retry_status(
     weights = checkpoint.load_latest(folder)["model"]
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, weights[name]), name
+
+
+@pytest.mark.slow
+def test_a_job_of_two_packs_preempted_in_the_second_costs_the_first_nothing(
+        uninterrupted, tmp_path):
+    """`initmem train A B` trains A, then B, in one process. Preempted in B, it exits for
+    a retry with A's final checkpoint kept, so the retry rewrites A's records (which the
+    workflow deletes with a failed job's outputs) from it, without training A again."""
+    other = Pack(RECIPE, (Run(RECIPE, 1.0, 2),))
+    specs, out = [tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out"
+    PACK.dump(specs[0])
+    other.dump(specs[1])
+    proc = cli(specs, out)
+    wait_for_checkpoint(out / ".checkpoints" / other.key, proc)
+    os.kill(proc.pid, signal.SIGUSR1)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == PREEMPTED_EXIT, err
+    assert f"pack {PACK.key} of 2 runs" in err and f"pack {other.key} of 1 runs" in err
+    for run in PACK.runs:
+        (out / run.run_dir / "summary.parquet").unlink()
+    retry = cli(specs, out)
+    _, err = retry.communicate(timeout=300)
+    assert retry.returncode == 0 and err.count("resumed from checkpoint") == 2, err
+    assert_same_records(uninterrupted[0], out)
+    assert (out / other.runs[0].run_dir / "summary.parquet").exists()
+    assert not any((out / ".checkpoints").iterdir())
 
 
 def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_path):

@@ -74,14 +74,23 @@ UNFINISHED = {
     for pack_id, paths in SUMMARIES.items()
     if (missing := [path for path in paths if not EXISTS[path]])
 }
+# Training jobs: the unfinished packs, execution.packs_per_job to a job, balanced by their
+# estimated seconds (priorities and SLURM time limits: train.smk).
+PACK_SECONDS = {
+    pack_id: cost.pack_seconds(
+        PACKS[pack_id], THROUGHPUT, STOPPING, EXECUTION["compaction"]
+    )
+    for pack_id in UNFINISHED
+}
+TRAINING_JOBS = cost.training_jobs(PACK_SECONDS, EXECUTION["packs_per_job"])
 
 
 def summary_files():
     """Every expected run's summary as the aggregate asks for it: a finished run's (a
-    plain file, no rule makes it) and, of each pack with unfinished runs, the first
-    missing one, which brings in the pack's job (its first output: Snakemake matches
-    outputs in order); the job makes the rest before the aggregate runs."""
-    return FINISHED + [missing[0] for missing in UNFINISHED.values()]
+    plain file, no rule makes it) and, of each training job, its first output, which
+    brings the job in (Snakemake matches outputs in order); the job makes the rest
+    before the aggregate runs."""
+    return FINISHED + [UNFINISHED[ids[0]][0] for ids in TRAINING_JOBS.values()]
 
 
 def get_records():

@@ -1,15 +1,16 @@
-# Training: one rule per pack with unfinished runs (UNFINISHED, common.smk). Its outputs
-# are those runs' summaries, so asking for one trains its pack, from the pack's spec
-# (results/packs/<pack_id>.json, written by its own rule); the pack's finished runs are
-# no outputs, so Snakemake never deletes them, and `initmem train` skips them. The spec
-# is an `ancient` input and every param is `derived` (see common.smk): regrouping runs
-# into packs writes new specs but retrains nothing; only missing records train. Time
-# limits use eager step times (THROUGHPUT): a CUDA-graph run falls back to eager steps
-# when its self-check fails, so its limit must cover those; and the expected epochs of
-# early-stopping runs (STOPPING): a pack that outruns its limit checkpoints at SIGUSR1
+# Training: one rule per training job (TRAINING_JOBS, common.smk: execution.packs_per_job
+# packs with unfinished runs, 1 by default). Its outputs are those runs' summaries, so
+# asking for one trains its packs, from their specs (results/packs/<pack_id>.json, each
+# written by its own rule); finished runs are no outputs, so Snakemake never deletes
+# them, and `initmem train` skips them. Specs are
+# `ancient` inputs and every param is `derived` (see common.smk): regrouping runs into
+# packs or packs into jobs retrains nothing; only missing records train. Time limits use
+# eager step times (THROUGHPUT): a CUDA-graph run falls back to eager steps when its
+# self-check fails, so its limit must cover those; and the expected epochs of
+# early-stopping runs (STOPPING): a job that outruns its limit checkpoints at SIGUSR1
 # and is resubmitted.
-# Longer packs start first (priority: their estimated seconds), so no long pack is left
-# to run alone at the end.
+# Longer jobs start first (priority: their estimated seconds), so no long job is left to
+# run alone at the end.
 
 
 rule write_pack_spec:
@@ -22,20 +23,18 @@ rule write_pack_spec:
         PACKS[wildcards.pack_id].dump(output[0])
 
 
-for pack_id, unfinished in UNFINISHED.items():
-    seconds = cost.pack_seconds(
-        PACKS[pack_id], THROUGHPUT, STOPPING, EXECUTION["compaction"]
-    )
+for job, pack_ids in TRAINING_JOBS.items():
+    seconds = sum(PACK_SECONDS[pack_id] for pack_id in pack_ids)
 
     rule:
         name:
-            f"train_{pack_id}"
+            f"train_{job}"
         input:
-            spec=ancient(f"results/packs/{pack_id}.json"),
+            specs=[ancient(f"results/packs/{pack_id}.json") for pack_id in pack_ids],
         output:
-            unfinished,
+            [path for pack_id in pack_ids for path in UNFINISHED[pack_id]],
         log:
-            f"logs/train/{pack_id}.log",
+            f"logs/train/{job}.log",
         priority: round(seconds)
         conda:
             "../../envs/train.yaml"
@@ -48,5 +47,5 @@ for pack_id, unfinished in UNFINISHED.items():
             flags=derived(train_flags()),
             initmem=derived(INITMEM),
         shell:
-            "{params.initmem} train {input.spec} results/runs {params.flags} "
+            "{params.initmem} train {input.specs} results/runs {params.flags} "
             "--no-progress > {log} 2>&1"

@@ -336,6 +336,24 @@ def limit_minutes(seconds: float, floor: int) -> int:
     return max(floor, math.ceil(SAFETY * seconds / 60))
 
 
+def training_jobs(seconds: Mapping[str, float], packs_per_job: int) -> dict[str, list[str]]:
+    """Job name -> its pack ids: the packs (pack id -> estimated seconds) in as few jobs of
+    at most `packs_per_job` as hold them, balanced by time (longest pack first, each to
+    the least loaded job with room), so jobs running side by side end together. A job of
+    one pack is named by it; a larger one by its first pack and how many more."""
+    if packs_per_job < 1:
+        raise InputError(f"packs_per_job={packs_per_job} is not allowed; it must be >= 1")
+    jobs: list[list[str]] = [[] for _ in range(math.ceil(len(seconds) / packs_per_job))]
+    load = [0.0] * len(jobs)
+    for pack_id in sorted(seconds, key=seconds.__getitem__, reverse=True):
+        j = min((j for j, ids in enumerate(jobs) if len(ids) < packs_per_job),
+                key=load.__getitem__)
+        jobs[j].append(pack_id)
+        load[j] += seconds[pack_id]
+    return {ids[0] if len(ids) == 1 else f"{ids[0]}-and-{len(ids) - 1}-more": ids
+            for ids in jobs}
+
+
 def gpu_hours(packs: Iterable[Pack], throughput: Throughput = BUILTIN,
               stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> float:
     return sum(pack_seconds(p, throughput, stopping, compaction) for p in packs) / 3600

@@ -1,8 +1,13 @@
-"""The `train` command: one pack spec in, one record folder per run out.
+"""The `train` command: pack specs in, one record folder per run out.
 
-It resumes from the pack's checkpoint when one exists. On SIGTERM or SIGUSR1 (what SLURM
-sends at preemption and, with --signal, before the time limit) it finishes the update in
-flight, writes a checkpoint and exits with PREEMPTED_EXIT so the job can be requeued.
+Several specs train one after another in one process (one start-up, one read of the
+data set: most of a small CPU pack's time). Each pack resumes from its checkpoint when
+one exists; trained packs keep their final checkpoints until every pack of the job is
+done, so a job that fails or is preempted later costs its finished packs nothing when it
+is rerun (the workflow deletes a failed job's records; they are rewritten from those).
+On SIGTERM or SIGUSR1 (what SLURM sends at preemption and, with --signal, before the
+time limit) it finishes the update in flight, writes a checkpoint and exits with
+PREEMPTED_EXIT so the job can be requeued.
 A pack that runs out of GPU memory trains as two halves, recursively (halves_after_oom).
 """
 
@@ -59,7 +64,9 @@ def describe_device(device: torch.device) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", type=Path, help="pack spec (YAML/JSON: recipe + runs)")
+    parser.add_argument("specs", type=Path, nargs="+", metavar="spec",
+                        help="pack spec (YAML/JSON: recipe + runs); several train one after "
+                             "another in this process")
     parser.add_argument("out_dir", type=Path, help="records go to OUT_DIR/<run_dir>/")
     parser.add_argument("--data-root", type=Path, default=Path("data/cifar10"),
                         help="CIFAR-10 root in torchvision layout (default: data/cifar10)")
@@ -171,30 +178,13 @@ def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pa
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    pack = Pack.load(args.spec)
+    packs = [Pack.load(spec) for spec in args.specs]
     device = resolve_device(args.device, deterministic=not args.nondeterministic)
-    speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
-    memory.check_fits(pack.recipe, device)
-    log.info("%s; cuda_graph=%s, channels_last=%s", describe_device(device),
-             speed["cuda_graph"], speed["channels_last"])
-    splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
-                              allow_unverified=args.allow_unverified, device=device)
+    for pack in packs:  # every pack of the job, before any trains
+        memory.check_fits(pack.recipe, device)
+    log.info("%s", describe_device(device))
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
     root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
-    log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; checkpoints in %s",
-             pack.key, len(pack.runs), pack.recipe.recipe_id, pack.recipe.b,
-             pack.recipe.epochs, pack.recipe.steps_per_epoch, root)
-    parts = cpu_parts(pack) if device.type == "cpu" and not args.packed_on_cpu else [pack]
-    if len(parts) > 1:
-        log.info("cpu: training it as %d consecutive sub-packs of at most %d runs (more "
-                 "than %d images per step train slower packed than sequentially on CPU; "
-                 "--packed-on-cpu overrides)", len(parts), len(parts[0].runs),
-                 CPU_PACK_IMAGES)
-    todo = unfinished_parts(parts, args.out_dir, root)
-    finished = len(pack.runs) - sum(len(part.runs) for part in todo)
-    if finished:
-        log.info("%d of the pack's %d runs already have records: training the other %d",
-                 finished, len(pack.runs), len(pack.runs) - finished)
     stop = {"requested": False, "trainer": None}
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -206,20 +196,13 @@ def main(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, request_stop)
-    summaries, queue, trained = [], todo, []
-    while queue:  # finished parts keep their final checkpoint until the pack is done
-        part = queue.pop(0)
-        trained.append(part)
+    summaries, trained = [], []
+    for pack in packs:
         try:
-            summaries += train_part(part, splits, args, device, root, speed, stop)
+            summaries += train_pack(pack, args, device, root, stop, trained)
         except Preempted as err:
             log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
             return PREEMPTED_EXIT
-        except torch.cuda.OutOfMemoryError:
-            queue[:0] = halves_after_oom(part, args.out_dir, device)
-        stop["trainer"] = None
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # a failed part's memory, before the next part
     if not args.keep_checkpoint:
         for part in trained:
             checkpoint.remove(root / part.key)
@@ -227,3 +210,39 @@ def main(args: argparse.Namespace) -> int:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
                  s["tau_best"], s["test_acc_best"])
     return 0
+
+
+def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root: Path,
+               stop: dict, trained: list[Pack]) -> list[dict]:
+    """Train the pack's unfinished runs, part by part (appending each part to `trained`,
+    whose checkpoints main removes once the job is done); the summaries it wrote."""
+    speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
+    splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
+                              allow_unverified=args.allow_unverified, device=device)
+    log.info("pack %s of %d runs: %s, b=%d, %d epochs x %d steps; cuda_graph=%s, "
+             "channels_last=%s; checkpoints in %s", pack.key, len(pack.runs),
+             pack.recipe.recipe_id, pack.recipe.b, pack.recipe.epochs,
+             pack.recipe.steps_per_epoch, speed["cuda_graph"], speed["channels_last"], root)
+    parts = cpu_parts(pack) if device.type == "cpu" and not args.packed_on_cpu else [pack]
+    if len(parts) > 1:
+        log.info("cpu: training it as %d consecutive sub-packs of at most %d runs (more "
+                 "than %d images per step train slower packed than sequentially on CPU; "
+                 "--packed-on-cpu overrides)", len(parts), len(parts[0].runs),
+                 CPU_PACK_IMAGES)
+    queue = unfinished_parts(parts, args.out_dir, root)
+    finished = len(pack.runs) - sum(len(part.runs) for part in queue)
+    if finished:
+        log.info("%d of the pack's %d runs already have records: training the other %d",
+                 finished, len(pack.runs), len(pack.runs) - finished)
+    summaries = []
+    while queue:
+        part = queue.pop(0)
+        trained.append(part)
+        try:
+            summaries += train_part(part, splits, args, device, root, speed, stop)
+        except torch.cuda.OutOfMemoryError:
+            queue[:0] = halves_after_oom(part, args.out_dir, device)
+        stop["trainer"] = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # a failed part's memory, before the next part
+    return summaries

@@ -16,6 +16,7 @@ RandomState(42).permutation(10_000) so that its subsets are fair samples.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import pickle
@@ -91,7 +92,8 @@ def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = Fal
     elif root is None:
         raise DataError("dataset cifar10 needs a root folder (config data.root, --data-root)")
     else:
-        arrays, source = _cifar10_splits(Path(root), download, allow_unverified)
+        arrays, source = _cifar10_splits(Path(root), download, allow_unverified,
+                                         (recipe.n_train, n_eval, n_eval))
     cut = []
     for (x, y), n, name in zip(arrays, (recipe.n_train, n_eval, n_eval),
                                ("train", "validation", "test"), strict=True):
@@ -117,7 +119,23 @@ def test_indices(n_test: int = EVAL_SIZE) -> np.ndarray:
     return np.random.RandomState(SPLIT_SEED).permutation(n_test)
 
 
-def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
+def _cifar10_splits(root: Path, download: bool, allow_unverified: bool,
+                    sizes: tuple[int, int, int]):
+    """(train, validation, test) arrays, each cut to the first n of its order (`sizes`;
+    more than a split holds keeps it whole, for load_splits to refuse): copying only
+    those images makes a small pack's data a fraction of a second."""
+    train_x, train_y, test_x, test_y, source = _cifar10_files(root, download,
+                                                              allow_unverified)
+    train, val = split_indices(len(train_y))
+    test = test_indices(len(test_y))
+    cut = [(train_x, train_y, train), (train_x, train_y, val), (test_x, test_y, test)]
+    return [_tensors(x[order[:n]], y[order[:n]]) for (x, y, order), n in zip(cut, sizes,
+                                                                          strict=True)], source
+
+
+@functools.cache  # a job of several packs reads and checks the files once
+def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
+    """The checked training and test files' images and labels, and their provenance."""
     folder = root / FOLDER
     if root.exists() and not root.is_dir():
         raise DataError(f"the CIFAR-10 root {root} is a file; it must be the folder that "
@@ -143,11 +161,8 @@ def _cifar10_splits(root: Path, download: bool, allow_unverified: bool):
     train_x, train_y = map(np.concatenate, zip(*(_read_batch(folder / f) for f in TRAIN_FILES),
                                                strict=True))
     test_x, test_y = _read_batch(folder / "test_batch")
-    train, val = split_indices(len(train_y))
-    test = test_indices(len(test_y))
     source = "cifar10 (" + ("unverified copy" if failing else "MD5 verified") + ")"
-    return [_tensors(train_x[train], train_y[train]), _tensors(train_x[val], train_y[val]),
-            _tensors(test_x[test], test_y[test])], source
+    return train_x, train_y, test_x, test_y, source
 
 
 def _how_to_get(root: Path) -> str:
