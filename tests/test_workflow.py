@@ -144,6 +144,26 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_a_job_of_two_packs_trains_both(tmp_path):
+    """execution.packs_per_job = 2: the test config's two packs train in one job, one
+    process (its log names both), through a real run (so `onstart` sees that job)."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["execution"]["packs_per_job"] = 2
+    path = tmp_path / "two_per_job.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    packs = grid.make_packs(grid.load_config(path))
+    first = next(iter(packs))
+    job = f"train_{first}-and-1-more"
+    counts = dry_run(tmp_path, path, "results/aggregate/runs.parquet")
+    assert {r: n for r, n in counts.items() if r.startswith("train_")} == {job: 1}
+    done = snakemake(tmp_path, path, "results/aggregate/runs.parquet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "logs" / "train" / f"{job.removeprefix('train_')}.log").read_text()
+    assert all(f"pack {pack.key} of 2 runs" in log for pack in packs.values())
+    table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
+    assert sorted(table["run_id"]) == sorted(r.run_id for p in packs.values() for r in p.runs)
+
+
 def test_missing_cifar10_says_how_to_get_it(tmp_path):
     run = grid.expand_runs(grid.load_config(DEMO_CONFIG))[0]
     done = snakemake(tmp_path, DEMO_CONFIG, f"results/runs/{run.run_dir}/summary.parquet")

@@ -131,9 +131,10 @@ def confirm_cpu_launch():
     if not workflow.local_exec:
         return
     pending = [
-        PACKS[job.rule.name.removeprefix("train_")]
+        PACKS[pack_id]
         for job in workflow.dag.needrun_jobs()
         if job.rule.name.startswith("train_")
+        for pack_id in TRAINING_JOBS[job.rule.name.removeprefix("train_")]
     ]
     warning = cost.cpu_launch_warning(
         pending, config["confirm_cpu_full"], STOPPING, EXECUTION["compaction"]
