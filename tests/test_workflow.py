@@ -163,6 +163,18 @@ def test_a_job_of_two_packs_trains_both(tmp_path):
     table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
     assert sorted(table["run_id"]) == sorted(r.run_id for p in packs.values() for r in p.runs)
 
+    # A job keeps its name when some of its packs are finished (a SLURM job's own Snakemake
+    # parses the workflow again while other jobs finish), and lists only the others.
+    second = list(packs.values())[1]
+    shutil.rmtree(tmp_path / "results" / "runs" / second.runs[0].run_dir)
+    done = snakemake(tmp_path, path, "results/aggregate/runs.parquet", "-n", "-p",
+                     "--forcerun", "aggregate_runs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert job_counts(done.stdout)[job] == 1
+    (command,) = [line for line in done.stdout.splitlines() if " -m initmem train " in line]
+    assert f"results/packs/{list(packs)[1]}.json" in command
+    assert f"results/packs/{first}.json" not in command
+
 
 def test_missing_cifar10_says_how_to_get_it(tmp_path):
     run = grid.expand_runs(grid.load_config(DEMO_CONFIG))[0]

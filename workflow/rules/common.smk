@@ -74,15 +74,22 @@ UNFINISHED = {
     for pack_id, paths in SUMMARIES.items()
     if (missing := [path for path in paths if not EXISTS[path]])
 }
-# Training jobs: the unfinished packs, execution.packs_per_job to a job, balanced by their
-# estimated seconds (priorities and SLURM time limits: train.smk).
+# Training jobs: execution.packs_per_job packs to a job, balanced by their estimated
+# seconds (priorities and SLURM time limits: train.smk), each listing those of its packs
+# that have unfinished runs. The grouping is of every pack, never of the unfinished ones
+# alone: a SLURM job's own Snakemake parses the workflow again while other jobs finish,
+# and must find the same job under the same name.
 PACK_SECONDS = {
-    pack_id: cost.pack_seconds(
-        PACKS[pack_id], THROUGHPUT, STOPPING, EXECUTION["compaction"]
-    )
-    for pack_id in UNFINISHED
+    pack_id: cost.pack_seconds(pack, THROUGHPUT, STOPPING, EXECUTION["compaction"])
+    for pack_id, pack in PACKS.items()
 }
-TRAINING_JOBS = cost.training_jobs(PACK_SECONDS, EXECUTION["packs_per_job"])
+TRAINING_JOBS = {
+    job: unfinished
+    for job, pack_ids in cost.training_jobs(
+        PACK_SECONDS, EXECUTION["packs_per_job"]
+    ).items()
+    if (unfinished := [pack_id for pack_id in pack_ids if pack_id in UNFINISHED])
+}
 
 
 def summary_files():
