@@ -61,7 +61,7 @@ PAPER_PDF = "results/paper/paper.pdf"
 # A run is finished exactly when its summary exists (written after its history). Snakemake
 # compiles a regular expression for each declared output it tests a requested file
 # against (0.44 ms each under cProfile: 7.5 of 24 s of a dry run over the paper's 8,325
-# runs), so only packs with unfinished runs get a training rule, whose outputs are those
+# runs), so only training jobs with unfinished runs get a rule, whose outputs are those
 # runs' summaries.
 SUMMARIES = {
     pack_id: [f"results/runs/{run.run_dir}/summary.parquet" for run in pack.runs]

@@ -1,8 +1,8 @@
-# Training: one rule per training job (TRAINING_JOBS, common.smk: execution.packs_per_job
-# packs with unfinished runs, 1 by default). Its outputs are those runs' summaries, so
-# asking for one trains its packs, from their specs (results/packs/<pack_id>.json, each
-# written by its own rule); finished runs are no outputs, so Snakemake never deletes
-# them, and `initmem train` skips them. Specs are
+# Training: one rule per training job with unfinished runs (TRAINING_JOBS, common.smk:
+# up to execution.packs_per_job packs, 1 by default). Its outputs are those runs'
+# summaries, so asking for one trains its packs, from their specs
+# (results/packs/<pack_id>.json, each written by its own rule); finished runs are no
+# outputs, so Snakemake never deletes them, and `initmem train` skips them. Specs are
 # `ancient` inputs and every param is `derived` (see common.smk): regrouping runs into
 # packs or packs into jobs retrains nothing; only missing records train. Time limits use
 # eager step times (THROUGHPUT): a CUDA-graph run falls back to eager steps when its
