@@ -367,8 +367,9 @@ class Verdict:
         paper = self.claim.get("paper", {})
         return {"id": self.claim["id"], "section": self.claim["section"],
                 "verdict": self.verdict, "kind": self.kind, "reason": self.reason,
-                "paper": "; ".join(f"{self.label(n)} {_fmt(v)}" for n, v in paper.items()),
-                "ours": "; ".join(f"{self.label(n)} {_shown(e)}" for n, e in self.values.items()),
+                "paper": "; ".join(f"{self.label(n)}: {_fmt(v)}" for n, v in paper.items()),
+                "ours": "; ".join(f"{self.label(n)}: {_shown(e)}"
+                                  for n, e in self.values.items()),
                 "gates": "; ".join(g.text() for g in self.gates),
                 "seeds_needed": self.seeds,
                 **{f"ours.{n}": e.value for n, e in self.values.items()},
@@ -404,7 +405,7 @@ def evaluate(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | N
         try:
             values[name] = compute(spec, cells[spec["cell"]], epochs)
         except NotJudged as why:
-            missing.append(f"{name}: {why}")
+            missing.append(f"{spec.get('label', name)}: {why}")
     checked = check_gates(claim, cells, epochs)
     make = _maker(claim, values, checked)
     if missing:
