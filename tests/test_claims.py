@@ -189,6 +189,34 @@ def test_the_batchnorm_gate_reads_the_recorded_variance_ratio():
     assert "4 of 5 runs (worst 1.06e+03x, sigma_w 2.5 seed 0)" in gate.detail
 
 
+def test_the_trained_gate_checks_the_end_tau_best_and_interpolation_per_run():
+    rows = sweep("sgd", 16, 80, 20, seeds=(0,))
+    rows[2].update(train_acc_best=0.45, tau_interp=None)  # sigma_w 1.0
+    runs = runs_table(rows)
+    end, best, interp = gates.trained("sgd", runs, {"end": 99.5, "best": 50,
+                                                    "interpolates": True})
+    assert end.passed and end.detail == "final training accuracy >= 99.5% in 5 of 5 runs"
+    assert not best.passed
+    assert best.detail.endswith("in 4 of 5 runs (lowest 45.0%, sigma_w 1 seed 0)")
+    assert not interp.passed and "(not: sigma_w 1 seed 0)" in interp.detail
+
+
+def test_beta_reads_need_validation_above_chance_at_every_epoch_of_its_window():
+    history = pd.DataFrame({"epoch": [1, 2, 1, 2], "sigma_w": [0.1, 0.1, 2.5, 2.5],
+                            "val_acc": [0.10, 0.30, 0.40, 0.50], "dataset": "cifar10",
+                            "eval_subset": 500})
+    gate = gates.evaluation_over_epochs("sgd", history)
+    assert not gate.passed
+    assert gate.detail.endswith("3 of 4 run-epochs read (at chance up to epoch 1, sigma_w 0.1)")
+
+
+def test_a_forgetting_clock_must_reach_a_tenth_of_the_papers():
+    runs = runs_table(sweep("adam", 16, 80, 1, seeds=(0,), T_adapt=40.0))
+    reach = {"name": "T_adapt", "paper": 379, "needs": "reach"}
+    assert gates.clock("adam", runs, reach).passed  # 40 >= 37.9
+    assert not gates.clock("adam", runs, {**reach, "paper": 401}).passed
+
+
 def test_a_memory_clock_must_stay_below_ten_times_the_papers():
     runs = runs_table(sweep("sgd", 128, 80, 20, seeds=(0,), T_SGD=0.01))
     stay = {"name": "T_SGD", "paper": 2.77e-4, "needs": "stay"}
