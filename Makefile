@@ -66,7 +66,7 @@ report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
 
 $(ARCHIVED_CONFIG): $(ARCHIVE)
 	mkdir -p $(@D)
-	$(BIN)/python -m initmem archive config $(ARCHIVE) > $@
+	$(BIN)/python -m initmem archive config $(ARCHIVE) --out $@
 
 # Once per user on a SLURM cluster: the named profile, so `snakemake --profile slurm all`
 # works as typed (FORCE=1 replaces a different profile already there).

@@ -156,7 +156,7 @@ def _archive_records(config: dict[str, Any], archive: Path) -> tuple[pa.Table, p
     if read_manifest(archive)["config"] != experiment_config(config):
         print(f"warning: {archive} was made from another config; the runs it lacks "
               "count as missing. Its own config: python -m initmem archive config "
-              f"{archive}", file=sys.stderr)
+              f"{archive} --out archived.yaml", file=sys.stderr)
     return read_archive(archive)
 
 
