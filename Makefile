@@ -44,14 +44,20 @@ $(VENV)/.installed: pyproject.toml
 data: venv
 	@workflow/cifar10.sh get $(CIFAR_ROOT) $(BIN)/python
 
+# results/ holds one config's outputs at a time (results/config.yaml): the demo, the
+# laptop study and a report never mix their tables, figures, PDF and report there.
+OWNS_RESULTS = $(BIN)/initmem results --config
+
 demo: prerequisites
 	@workflow/cifar10.sh check $(CIFAR_ROOT)
 	$(MAKE) --no-print-directory venv data
+	@$(OWNS_RESULTS) config/demo.yaml
 	$(BIN)/snakemake all --cores $(CORES) --configfile config/demo.yaml
 
 # The laptop-scale study's tables, figures and claims rebuilt from its committed archive:
 # no training, no data set needed. The claims are judged on its rerun too (robustness).
 laptop: venv
+	@$(OWNS_RESULTS) config/laptop.yaml
 	$(BIN)/snakemake tables figures claims --cores $(CORES) \
 		--configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE) \
 		'compare_archives=["$(LAPTOP_RERUN)"]'
@@ -60,6 +66,7 @@ laptop: venv
 # Builds what the report shows (training the demo first if `make demo` has not), then the
 # report itself: one self-contained HTML file.
 report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
+	@$(OWNS_RESULTS) $(CONFIG)
 	$(BIN)/snakemake report_files --cores $(CORES) $(REPORT_FLAGS)
 	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
 	@echo "open $(REPORT) in a browser"
