@@ -637,13 +637,27 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", action="append",
                         help="a name per runs table, then per archive (robustness column)")
     parser.add_argument("--claims", default="paper/claims.yaml", help="the claims file")
+    parser.add_argument("--plan", action="store_true",
+                        help="before training: what --config can judge, per claim (its "
+                             "cells, clocks, BatchNorm updates, seeds against the power "
+                             "needed, device-hours); writes --out-csv and --out-md")
+    parser.add_argument("--noise-from", type=Path,
+                        help="--plan: a runs table or archive whose cells give the seed noise "
+                             "to plan with (its own config)")
+    parser.add_argument("--noise-sd", type=float, default=2.0,
+                        help="--plan: the seed noise (pp) where --noise-from has no "
+                             "multi-seed cell like the claim's (default %(default)s)")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
-    parser.add_argument("--out-tex", required=True, help="the claims table (claims.tex)")
+    parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
     parser.add_argument("--out-values", help="every value with its 95%% interval (CSV)")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.plan:
+        return plan(args)
+    if args.out_tex is None:
+        raise InputError("--out-tex is required (the PDF's claims table)")
     if not args.runs and not args.archive:
         raise InputError("nothing to judge: give --runs (aggregated runs tables) or "
                          "--archive with --config")
@@ -652,4 +666,29 @@ def main(args: argparse.Namespace) -> int:
     table = write_claims(read_sources(args), args.claims, args.out_csv, args.out_tex,
                          args.out_md, args.out_values)
     print(tally(table["verdict"], VERDICTS, "claims"))
+    return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    """`--plan`: the design a config gives each claim, before anything is trained."""
+    from initmem.analysis import design
+    from initmem.plan.grid import load_config
+    from initmem.records.aggregate import tables_from_archive
+
+    if args.config is None:
+        raise InputError("--plan needs --config, the config to plan")
+    config = load_config(args.config)
+    noise = None
+    if args.noise_from is not None:
+        noise = (tables_from_archive(None, args.noise_from)[0]
+                 if args.noise_from.suffix == ".tar" else pd.read_parquet(args.noise_from))
+    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd)
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out_csv, index=False)
+    if args.out_md:
+        from initmem.plan import cost
+        device = cost.throughput(config["execution"]).device
+        Path(args.out_md).write_text(design.render_markdown(table, device))
+    reachable = int(table["plan"].str.startswith("reachable").sum())
+    print(f"{reachable} of {len(table)} claims reachable by {args.config}")
     return 0

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from initmem.plan.grid import expand_runs, experiment_config, load_config
+from initmem.plan.grid import expand_runs, experiment_config, load_config, validate_config
 from initmem.plan.spec import Run
 from initmem.records.archive import read_archive, read_manifest
 from initmem.records.files import (
@@ -160,9 +160,12 @@ def _archive_records(config: dict[str, Any], archive: Path) -> tuple[pa.Table, p
     return read_archive(archive)
 
 
-def tables_from_archive(config_path: Path, archive: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs and epochs tables of an archive, in memory (as `initmem aggregate` writes)."""
-    config = load_config(config_path)
+def tables_from_archive(config_path: Path | None, archive: Path
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs and epochs tables of an archive, in memory (as `initmem aggregate` writes),
+    for the runs of `config_path` (None: the config the archive was made from)."""
+    config = (validate_config(read_manifest(archive)["config"]) if config_path is None
+              else load_config(config_path))
     table, epochs = aggregate(expand_runs(config), *_archive_records(config, archive))
     return table, epochs.to_pandas()
 

@@ -1,0 +1,178 @@
+"""`initmem claims --plan`: what a config can judge, decided before anything is trained.
+
+For each claim of the claims file, on the config's expected runs:
+- its cells: which of them the config runs;
+- its clock gates, on the clocks the recipes reach (computed from the schedule exactly as
+  the records sum them), against the paper's (initmem.analysis.gates.clock);
+- Keras' BatchNorm gate: the updates a run gets, against the updates the moving variance
+  needs to come within BN_VAR_FACTOR of the batch variance from BN_START_RATIO off at
+  momentum 0.99 (the laptop study measured 1,062x after 60 updates at sigma_w 0.1);
+- its seeds: how many each compared cell runs, against how many the engine's power
+  analysis asks for at the paper's effect and a planning seed noise (measured on a
+  reference runs table's same cell, or given);
+- its cost: the device-hours of the packs that hold its runs (the config's throughput
+  model: a CPU CSV gives CPU hours, else the built-in GPU estimate).
+The trained gate can only be seen after training; the plan says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from initmem.analysis import claims as judge
+from initmem.analysis import gates, inference
+from initmem.analysis.inference import ALPHA, Estimate
+from initmem.plan import cost
+from initmem.plan.grid import expand_runs, make_packs
+from initmem.plan.schedule import schedule_clocks
+from initmem.plan.spec import Recipe
+from initmem.records.aggregate import expected_specs
+from initmem.vocabulary import FIVE_SIGMAS
+
+BN_MOMENTUM_DECAY = 0.99  # Keras BatchNormalization momentum
+BN_START_RATIO = 1000.0
+BN_UPDATES = math.ceil(math.log(gates.BN_VAR_FACTOR / BN_START_RATIO)
+                       / math.log(BN_MOMENTUM_DECAY))
+CLOCKS = ("T_SGD", "T_L2", "T_adapt")
+
+
+@cache
+def final_clocks(recipe: Recipe) -> dict[str, float]:
+    """The clocks a recipe's runs end with (their records' T_SGD, T_L2, T_adapt)."""
+    last = schedule_clocks(recipe.lr0, recipe.b, recipe.steps_per_epoch, recipe.epochs,
+                           recipe.shrinkage, recipe.schedule, recipe.cosine_alpha).iloc[-1]
+    return {name: float(last[name]) for name in CLOCKS}
+
+
+def planned_runs(config: dict[str, Any]) -> pd.DataFrame:
+    """The config's expected runs as a runs table: specs, the clocks they will reach and
+    their updates, every outcome still to come (status "planned")."""
+    runs = expand_runs(config)
+    table = expected_specs(runs)
+    for name in CLOCKS:
+        table[name] = [final_clocks(r.recipe)[name] for r in runs]
+    table["updates"] = [r.recipe.total_steps for r in runs]
+    table["status"] = "planned"
+    return table
+
+
+@dataclass
+class ClaimPlan:
+    claim: dict[str, Any]
+    missing: list[str]
+    clock: list[gates.Gate]
+    batchnorm: list[str]
+    seeds: dict[str, tuple[int, int | None]]  # cell -> (seeds run, seeds needed)
+    hours: float
+
+    @property
+    def outcome(self) -> str:
+        if self.missing:
+            return "cannot: not in the config (" + ", ".join(self.missing) + ")"
+        out = [g for g in self.clock if g.passed is False]
+        if out or self.batchnorm:
+            return "out of regime: " + "; ".join([*(f"{g.cell}: {g.detail}" for g in out),
+                                                   *self.batchnorm])
+        short = {c: s for c, s in self.seeds.items() if s[1] is None or s[0] < s[1]}
+        if short:
+            return "underpowered: " + ", ".join(
+                f"{c} runs {have} seeds, needs {'more than 200' if need is None else need}"
+                for c, (have, need) in short.items())
+        return "reachable: its clocks, BatchNorm updates and seeds suffice (trained: seen "\
+               "after training)"
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.claim["id"], "plan": self.outcome,
+                "clock": "; ".join(g.text() for g in self.clock),
+                "batchnorm": "; ".join(self.batchnorm) or "enough updates",
+                "seeds": "; ".join(f"{c}: {h} of {'>200' if n is None else n}"
+                                   for c, (h, n) in self.seeds.items()),
+                "device_hours": round(self.hours, 2)}
+
+
+def plan_claim(claim: dict[str, Any], table: pd.DataFrame, config: dict[str, Any],
+               noise: pd.DataFrame | None, noise_sd: float) -> ClaimPlan:
+    cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
+    compared = list(dict.fromkeys(v["cell"] for v in claim["values"].values()))
+    missing = [c for c in compared if cells[c].empty]
+    clock = [gates.clock(c["cell"], cells[c["cell"]], c)
+             for c in claim.get("gates", {}).get("clock", []) if not cells[c["cell"]].empty]
+    batchnorm = [f"{c}: {int(cells[c]['updates'].min())} updates, BatchNorm needs "
+                 f"{BN_UPDATES}" for c in compared if not cells[c].empty
+                 and cells[c]["arch"].isin(gates.BN_ARCHS).any()
+                 and cells[c]["updates"].min() < BN_UPDATES]
+    seeds = {} if missing else _seeds(claim, cells, noise, noise_sd)
+    run_ids = set().union(*(set(cells[c]["run_id"]) for c in compared))
+    packs = [p for p in make_packs(config).values()
+             if any(r.run_id in run_ids for r in p.runs)]
+    hours = cost.gpu_hours(packs, cost.throughput(config["execution"]))
+    return ClaimPlan(claim, missing, clock, batchnorm, seeds, hours)
+
+
+def _seeds(claim: dict[str, Any], cells: dict[str, pd.DataFrame],
+           noise: pd.DataFrame | None, noise_sd: float) -> dict[str, tuple[int, int | None]]:
+    """Per compared cell: the seeds it runs, and the most any condition on it needs."""
+    values = {name: _template(spec, cells[spec["cell"]], noise, claim, noise_sd)
+              for name, spec in claim["values"].items()}
+    m = len(claim["holds"])
+    need: dict[str, int | None] = {}
+    for text in claim["holds"]:
+        condition = judge.test_condition(text, values, claim.get("paper", {}), 1 - ALPHA / m)
+        n, _ = judge.plan_seeds(condition, values, claim.get("paper", {}), (math.nan, 0.0),
+                                1 - ALPHA / m)
+        for _, name in condition.terms:
+            cell = claim["values"][name]["cell"]
+            if values[name].kind != "exact":
+                before = need.get(cell, 0)
+                need[cell] = None if n is None or before is None else max(before, n)
+    return {cell: (_seeds_run(cells[cell]), n) for cell, n in need.items()}
+
+
+def _seeds_run(cell: pd.DataFrame) -> int:
+    return int(cell.groupby("sigma_w")["seed"].nunique().min())
+
+
+def _template(spec: dict[str, Any], cell: pd.DataFrame, noise: pd.DataFrame | None,
+              claim: dict[str, Any], noise_sd: float) -> Estimate:
+    """The value's design with a planning noise: the reference's same cell where it has
+    two or more seeds, else noise_sd."""
+    sigma = noise_sd
+    if noise is not None:
+        try:
+            measured = judge.compute(spec, judge.select_cell(noise, claim["cells"][spec["cell"]]),
+                                     None)
+            sigma = measured.sigma if measured.known and measured.kind != "exact" else sigma
+        except (judge.NotJudged, judge.ClaimsError):
+            pass
+    n = _seeds_run(cell)
+    if spec["stat"] in ("spread", "max_spread", "min_spread"):
+        return Estimate(0.0, "spread", sigma, n, (len(FIVE_SIGMAS) - 1) * max(n - 1, 1),
+                        len(FIVE_SIGMAS), True)
+    if spec["stat"] == "max_clock":
+        return inference.exact(float(cell[spec["clock"]].max()))
+    return Estimate(0.0, "mean", sigma, n, max(n - 1, 1))
+
+
+def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
+               noise: pd.DataFrame | None, noise_sd: float) -> pd.DataFrame:
+    table = planned_runs(config)
+    return pd.DataFrame([plan_claim(c, table, config, noise, noise_sd).row() for c in claims])
+
+
+def render_markdown(plan: pd.DataFrame, device: str) -> str:
+    lines = [f"| claim | plan | device-hours ({device}) | seeds (run of needed) |",
+             "| --- | --- | --- | --- |"]
+    lines += [f"| `{r['id']}` | {r['plan']} | {r['device_hours']:.3g} | {r['seeds']} |"
+              for r in plan.to_dict("records")]
+    return "\n".join(lines) + "\n"
+
+
+def seeds_noise(runs: pd.DataFrame | None) -> float:
+    """A planning noise from a reference table's multi-seed cells (np.nan without)."""
+    return np.nan if runs is None else judge.planning_sigma(runs)[0]
