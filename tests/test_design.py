@@ -88,3 +88,22 @@ def test_cli_plans_a_config(tmp_path):
     text = (tmp_path / "plan.md").read_text()
     assert text.startswith("| claim | plan | device-hours (H100-class GPU")
     assert "`sgd_remembers` | out of regime" in text
+
+
+def test_the_gpu_first_study_runs_every_claims_cells_inside_its_clocks():
+    """config/gpu_first.yaml: every compared cell of every claim is run, at clocks the
+    gates accept, with the updates BatchNorm needs (the seeds: README's table)."""
+    from pathlib import Path
+
+    from initmem.analysis import claims, gates
+
+    root = Path(__file__).parents[1]
+    table = design.planned_runs(grid.load_config(root / "config" / "gpu_first.yaml"))
+    for c in claims.read_claims(root / "paper" / "claims.yaml"):
+        for value in c["values"].values():
+            cell = claims.select_cell(table, c["cells"][value["cell"]])
+            assert not cell.empty, (c["id"], value["cell"])
+            assert cell["updates"].min() >= design.BN_UPDATES, (c["id"], value["cell"])
+        for clock in c["gates"]["clock"]:
+            cell = claims.select_cell(table, c["cells"][clock["cell"]])
+            assert gates.clock(clock["cell"], cell, clock).passed, (c["id"], clock)
