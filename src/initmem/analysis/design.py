@@ -152,22 +152,23 @@ def _seeds_run(cell: pd.DataFrame) -> int:
 def _template(spec: dict[str, Any], cell: pd.DataFrame, noise: pd.DataFrame | None,
               claim: dict[str, Any], noise_sd: float) -> Estimate:
     """The value's design with a planning noise: the reference's same cell where it has
-    two or more seeds, else noise_sd (DECAY_NOISE for |beta| decades)."""
-    sigma = DECAY_NOISE if spec["stat"] == "beta_decay" else noise_sd
+    two or more seeds (with its degrees of freedom, which the plan's upper confidence
+    limit widens), else noise_sd (DECAY_NOISE for |beta| decades), taken as known."""
+    sigma, df = (DECAY_NOISE if spec["stat"] == "beta_decay" else noise_sd), math.inf
     if noise is not None:
         try:
             measured = judge.compute(spec, judge.select_cell(noise, claim["cells"][spec["cell"]]),
                                      None)
-            sigma = measured.sigma if measured.known and measured.kind != "exact" else sigma
+            if measured.known and measured.kind != "exact":
+                sigma, df = measured.sigma, measured.df
         except (judge.NotJudged, judge.ClaimsError):
             pass
     n = _seeds_run(cell)
     if spec["stat"] in ("spread", "max_spread", "min_spread"):
-        return Estimate(0.0, "spread", sigma, n, (len(FIVE_SIGMAS) - 1) * max(n - 1, 1),
-                        len(FIVE_SIGMAS), True)
+        return Estimate(0.0, "spread", sigma, n, df, len(FIVE_SIGMAS), True)
     if spec["stat"] == "max_clock":
         return inference.exact(float(cell[spec["clock"]].max()))
-    return Estimate(0.0, "mean", sigma, n, max(n - 1, 1))
+    return Estimate(0.0, "mean", sigma, n, df)
 
 
 def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
