@@ -1,8 +1,10 @@
 """Aggregation: one row per expected run (missing ones marked), histories with spec columns."""
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fakes import fake_history, write_fake_run
@@ -11,7 +13,16 @@ from initmem import cli
 from initmem.plan import grid
 from initmem.plan.spec import Recipe, Run
 from initmem.records import aggregate
-from initmem.records.files import HISTORY_COLUMNS, RecordError, read_records, summary_columns
+from initmem.records.files import (
+    HISTORY_COLUMNS,
+    LATER_COLUMNS,
+    RECORD_FILES,
+    RecordError,
+    read_records,
+    sealed,
+    summary_columns,
+)
+from initmem.records.verify import verify_folders
 
 CONFIG = {
     "optimizers": {"sgd": {"label": "SGD"}, "adam": {"label": "Adam"}},
@@ -133,3 +144,39 @@ def test_cli_writes_both_tables(tmp_path, runs):
 def test_spec_columns_follow_the_recipe():
     fields = [f.name for f in dataclasses.fields(Recipe)]
     assert list(aggregate.spec_columns()) == ["run_id", *fields, "sigma_w", "seed"]
+
+
+def as_written_by_schema(version: int, run_dir: Path) -> None:
+    """Rewrite a run's records as an initmem of an older record schema wrote them:
+    without the LATER_COLUMNS, and with its schema_version."""
+    for name in RECORD_FILES:
+        table = pq.read_table(run_dir / name).replace_schema_metadata(None)
+        table = table.drop_columns([c for c in LATER_COLUMNS if c in table.column_names])
+        if "schema_version" in table.column_names:
+            at = table.column_names.index("schema_version")
+            table = table.set_column(at, "schema_version", pa.array([version]))
+        pq.write_table(sealed(table), run_dir / name)
+
+
+def test_records_of_schema_2_read_aggregate_and_verify_with_nan_later_columns(tmp_path, runs):
+    for run in runs[:2]:
+        write_fake_run(tmp_path, run)
+    as_written_by_schema(2, tmp_path / runs[0].run_dir)
+    history, summary = read_records(tmp_path / runs[0].run_dir)
+    assert summary["schema_version"].iloc[0] == 2 and len(history) == 3
+    assert history["bn_var_ratio"].isna().all() and summary["bn_var_ratio_best"].isna().all()
+    assert {f.state for f in verify_folders(tmp_path, runs[:2])} == {"good"}
+    for expected in (runs[:1], runs[:2]):  # old records alone, and beside new ones
+        table, epochs = aggregate.aggregate(
+            runs, *aggregate.read_folder_records(tmp_path, expected))
+        old_and_new = [True, False][:len(expected)]
+        assert table["bn_var_ratio_best"].isna().tolist()[:len(expected)] == old_and_new
+        ratios = epochs.to_pandas().groupby("run_id", sort=False)["bn_var_ratio"]
+        assert [r.isna().all() for _, r in ratios] == old_and_new
+
+
+def test_records_of_an_unknown_schema_are_refused(tmp_path, runs):
+    write_fake_run(tmp_path, runs[0])
+    as_written_by_schema(1, tmp_path / runs[0].run_dir)
+    with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to 3"):
+        read_records(tmp_path / runs[0].run_dir)

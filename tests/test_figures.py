@@ -55,17 +55,17 @@ def summary_row(run: Run, source: str) -> dict:
             "val_acc_last": test, "test_acc_last": test, "train_acc_last": train,
             "repair_gap": None if interp is None else 0.01,
             "kernel_fro_norm_init": 30 * run.sigma_w, "kernel_fro_norm_best": 25 * run.sigma_w,
-            "kernel_fro_norm_last": 25 * run.sigma_w, "T_SGD": 1e-3, "T_L2": 0.0,
-            "T_adapt": 1.0, "diverged": False, "diverged_epoch": None, "wall_time_s": 1.0,
-            "device": "cpu", "determinism": "cpu", "torch_version": "x", "python_version": "x",
-            "initmem_version": "x", "code_version": "x", "record_source": source,
-            "schema_version": 2}
+            "kernel_fro_norm_last": 25 * run.sigma_w, "bn_var_ratio_best": 1.5, "T_SGD": 1e-3,
+            "T_L2": 0.0, "T_adapt": 1.0, "diverged": False, "diverged_epoch": None,
+            "wall_time_s": 1.0, "device": "cpu", "determinism": "cpu", "torch_version": "x",
+            "python_version": "x", "initmem_version": "x", "code_version": "x",
+            "record_source": source, "schema_version": records.SCHEMA_VERSION}
 
 
 def missing_row(run: Run) -> dict:
     row = {c: None for c in records.OUTCOME_COLUMNS}
     return {**row, **run.as_row(), "status": "missing", "epochs_run": 0, "diverged": False,
-            "schema_version": 2}
+            "schema_version": records.SCHEMA_VERSION}
 
 
 def epoch_rows(run: Run, source: str) -> list[dict]:

@@ -10,7 +10,8 @@ from workflow_helpers import snakemake
 
 from initmem.cli import main
 from initmem.plan import grid
-from initmem.records import archive
+from initmem.records import aggregate, archive
+from initmem.records.verify import verify_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "results" / "laptop" / "runs.tar"
@@ -28,6 +29,19 @@ def test_the_archive_holds_real_trained_cifar10_runs(path: Path):
     assert summaries["code_version"].notna().all()
     manifest = archive.read_manifest(path)
     assert manifest["config"] == grid.experiment_config(grid.load_config(CONFIG))
+
+
+@pytest.mark.parametrize("path", [ARCHIVE, QUIET_RERUN], ids=["archive", "quiet_rerun"])
+def test_the_schema_2_archives_verify_and_aggregate_without_bn_var_ratio(path: Path):
+    """Written before bn_var_ratio was recorded: it reads as NaN (not measured)."""
+    assert archive.read_manifest(path)["schema_version"] == 2
+    runs = grid.expand_runs(grid.load_config(CONFIG))
+    findings = verify_archive(path, runs)
+    assert {f.state for f in findings} <= {"good", "missing"}
+    assert sum(f.state == "good" for f in findings) == archive.read_manifest(path)["runs"]
+    table, epochs = aggregate.aggregate(runs, *archive.read_archive(path))
+    assert table["bn_var_ratio_best"].isna().all()
+    assert epochs["bn_var_ratio"].to_pandas().isna().all() and epochs.num_rows > 0
 
 
 @pytest.mark.slow

@@ -7,10 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from initmem.plan.spec import Recipe
+from initmem.training.memory import parameter_count
 from initmem.training.models import (
     KerasBatchNorm,
     KerasLayerNorm,
     PackedConv2d,
+    bn_variance_ratio,
     build_model,
     keras_param_count,
     same_padding,
@@ -34,6 +36,8 @@ def test_exact_counts_by_hand():
     assert keras_param_count(build_model(recipe("resnet9_ln"), 1)) == 6_570_890 + 2 * 2_240
     # Packing multiplies the storage, not the per-run count.
     assert keras_param_count(build_model(recipe("resnet56"), 3)) == 861_770
+    # The memory bound counts the same tensors (not the last batch's variances).
+    assert parameter_count(recipe("resnet56"), 3) == 3 * 861_770
 
 
 def test_tensorflow_same_padding():
@@ -72,6 +76,41 @@ def test_batchnorm_keras_moving_statistics_use_biased_variance():
     expected_eval = (x - bn.moving_mean.view(1, 2, 1, 1)) / torch.sqrt(
         bn.moving_variance.view(1, 2, 1, 1) + 1e-3)
     assert torch.allclose(y_eval, expected_eval, atol=1e-5)
+
+
+def test_bn_variance_ratio_by_hand_on_a_pack():
+    """Two runs, two training-mode passes: per run and layer, the mean moving variance
+    over the mean variance of the last batch, recomputed from the layers' inputs; the
+    layer farthest from 1 in log terms is reported."""
+    pack = build_model(recipe("resnet9", width=0.125), 2)
+    pack.init_([0.1, 2.0], [torch.Generator().manual_seed(s) for s in (0, 1)])
+    layers = [m for m in pack.modules() if isinstance(m, KerasBatchNorm)]
+    inputs = {bn: [] for bn in layers}
+    for bn in layers:
+        bn.register_forward_pre_hook(lambda m, args: inputs[m].append(args[0].double()))
+    assert bn_variance_ratio(pack).isnan().all()  # before any training step
+    with torch.no_grad():
+        for seed in (2, 3):
+            pack(torch.rand(2, 4, 3, 32, 32, generator=torch.Generator().manual_seed(seed)))
+    ratios = []
+    for bn in layers:
+        moving = torch.ones(2, bn.gamma.shape[1], dtype=torch.float64)
+        for x in inputs[bn]:
+            var = x.unflatten(1, (2, -1)).var(dim=(0, 3, 4), correction=0)
+            moving = 0.99 * moving + 0.01 * var
+        ratios.append(moving.mean(1) / var.mean(1))
+    ratios = torch.stack(ratios)
+    expected = ratios[ratios.log().abs().argmax(0), [0, 1]]
+    torch.testing.assert_close(bn_variance_ratio(pack).double(), expected, rtol=1e-5, atol=0)
+    assert expected[0] > 10 * expected[1]  # sigma_w = 0.1: far from converged
+
+
+def test_bn_variance_ratio_is_nan_without_batchnorm():
+    pack = build_model(recipe("resnet9_ln", width=0.125), 2)
+    pack.init_([1.0, 1.0], [torch.Generator().manual_seed(s) for s in (0, 1)])
+    with torch.no_grad():
+        pack(torch.rand(2, 4, 3, 32, 32))
+    assert bn_variance_ratio(pack).isnan().all()
 
 
 def test_layernorm_normalises_each_pixel_over_channels_per_run():

@@ -78,18 +78,18 @@ def test_remove_clears_the_temporary_file_of_a_killed_save(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def stopped_after_7(splits, out: Path, ckpt: Path) -> PackTrainer:
-    """A trainer stopped as if SIGTERM arrived during update 7 (checkpoints at the end of
-    epoch 1, update 5, and at the stop)."""
+def stopped_after(updates: int, splits, out: Path, ckpt: Path) -> PackTrainer:
+    """A trainer stopped as if SIGTERM arrived during update `updates` (checkpoints at the
+    end of epoch 1, update 5, and at the stop)."""
     trainer = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     real_step, calls = trainer.optimizer.step, []
 
-    def step_then_stop_after_7(lr):
+    def step_then_stop(lr):
         real_step(lr)
         calls.append(lr)
-        trainer.stop_requested = len(calls) >= 7
+        trainer.stop_requested = len(calls) >= updates
 
-    trainer.optimizer.step = step_then_stop_after_7
+    trainer.optimizer.step = step_then_stop
     with pytest.raises(Preempted):
         trainer.run()
     return trainer
@@ -97,7 +97,7 @@ def stopped_after_7(splits, out: Path, ckpt: Path) -> PackTrainer:
 
 def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    trainer = stopped_after_7(splits, out, ckpt)
+    trainer = stopped_after(7, splits, out, ckpt)
     assert trainer.k == 7 and trainer.step == 2  # epoch 2, update 2 of 5
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     assert resumed.k == 7
@@ -105,6 +105,19 @@ def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted
     assert_same_records(uninterrupted[0], out)
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, model[name]), name
+
+
+def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, uninterrupted,
+                                                                   tmp_path):
+    """Stopped after update 5, the last of epoch 1, before its evaluation: the resumed
+    trainer ends the epoch with no update left, so epoch 1's bn_var_ratio comes from the
+    last batch's variances the checkpoint kept."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    trainer = stopped_after(5, splits, out, ckpt)
+    assert (trainer.k, trainer.epoch, trainer.step) == (5, 1, 5)
+    PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False).run()
+    assert_same_records(uninterrupted[0], out)
+    assert records(out)[0]["bn_var_ratio"].gt(0).all()
 
 
 def sealed_bytes(blob: bytes) -> bytes:
@@ -128,7 +141,7 @@ def restores_badly(path: Path) -> None:  # loads, and fails midway through resto
 def test_a_checkpoint_that_fails_for_any_reason_falls_back(splits, uninterrupted, tmp_path,
                                                            damage):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    stopped_after_7(splits, out, ckpt)
+    stopped_after(7, splits, out, ckpt)
     damage(ckpt / checkpoint.LATEST)
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     assert resumed.k == 5  # the previous generation: the end of epoch 1
@@ -152,6 +165,18 @@ def test_a_checkpoint_from_before_epoch_augmentation_is_refused(splits, tmp_path
     del state["augmentations"], state["format"]  # as a checkpoint of format 1 was
     checkpoint.save(tmp_path / "c", state)
     with pytest.raises(checkpoint.CheckpointError, match="older initmem"):
+        PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
+
+
+def test_a_checkpoint_without_the_last_batch_variances_is_refused(splits, tmp_path):
+    """Format 4 (before bn_var_ratio) cannot give an epoch resumed after its last update
+    its ratio: refused with the same message, not a record with a wrong value."""
+    trainer = PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c",
+                          progress=False)
+    state = {**trainer._checkpoint_state(), "format": 4}
+    del state["batch_variances"]
+    checkpoint.save(tmp_path / "c", state)
+    with pytest.raises(checkpoint.CheckpointError, match="older initmem .format 4"):
         PackTrainer(PACK, splits, tmp_path / "o", CPU, checkpoint_dir=tmp_path / "c")
 
 

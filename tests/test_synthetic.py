@@ -55,6 +55,16 @@ def test_summaries_agree_with_the_histories(generated):
                 else s["tau_interp"] == hit["epoch"].iloc[0])
         assert s["epochs_run"] == len(h) and s["T_SGD"] == h["T_SGD"].iloc[-1]
         assert s["train_acc_last"] == h["train_acc"].iloc[-1]
+        assert s["bn_var_ratio_best"] == best["bn_var_ratio"] or s["arch"] == "resnet9_ln"
+
+
+def test_bn_var_ratio_decays_to_1_and_is_nan_without_batchnorm(generated):
+    _, epochs = generated
+    ratio = epochs.groupby(["arch", "sigma_w"])["bn_var_ratio"]
+    assert ratio.apply(lambda r: r.isna().all())["resnet9_ln"].all()
+    first, last = ratio.max().drop("resnet9_ln"), ratio.min().drop("resnet9_ln")
+    assert (last >= 1).all() and (last < first).all()
+    assert first["resnet9", 0.1] > 100 * first["resnet9", 2.5]  # small sigma_w: far off
 
 
 def test_clocks_follow_the_schedule(config, generated):

@@ -8,13 +8,15 @@ import pandas as pd
 import pytest
 import stopping
 import torch
+import torch.nn.functional as F
 
 from initmem import cli
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import data
-from initmem.training.models import build_model
+from initmem.training.models import NORM_EPSILON, KerasBatchNorm, build_model
 from initmem.training.trainer import Clocks, PackTrainer, RunState, evaluate
+from initmem.vocabulary import BN_MOMENTUM
 
 # Packed vs single is compared in float64: grouped and ungrouped convolutions sum in
 # different orders, and in float32 that 1e-7 noise is amplified by the chaotic early
@@ -77,6 +79,7 @@ def test_pack_of_three_equals_three_runs_alone(splits, tmp_path, float64):
         h_pack, s_pack = read_records(tmp_path / "packed" / run_dir)
         h_alone, s_alone = read_records(tmp_path / f"alone{i}" / run_dir)
         metrics = h_pack.columns.drop("run_id")
+        assert h_pack["bn_var_ratio"].gt(0).all()  # measured, so compared
         pd.testing.assert_frame_equal(h_pack[metrics], h_alone[metrics],
                                       rtol=PACK_RTOL, atol=PACK_ATOL)
         assert s_pack["tau_best"].iloc[0] == s_alone["tau_best"].iloc[0]
@@ -96,12 +99,51 @@ def test_records_of_a_pack(splits, tmp_path):
     assert row["tau_best"] == history.loc[history["val_loss"].idxmin(), "epoch"]
     assert row["test_acc_best"] == history.set_index("epoch").loc[row["tau_best"], "test_acc"]
     assert row["kernel_fro_norm_init"] > 0 and row["sigma_w"] == 0.3
+    assert row["bn_var_ratio_best"] == history.set_index("epoch").loc[row["tau_best"],
+                                                                      "bn_var_ratio"]
     assert history["lr"].is_monotonic_decreasing  # cosine decay
     assert ((history[["train_acc", "val_acc", "test_acc"]] >= 0)
             & (history[["train_acc", "val_acc", "test_acc"]] <= 1)).all().all()
     # The run starting at the larger scale keeps a larger norm (radial memory).
     _, big = read_records(tmp_path / Run(recipe, 1.5, 0).run_dir)
     assert big["kernel_fro_norm_init"].iloc[0] > 4 * row["kernel_fro_norm_init"]
+
+
+def keras_batchnorm_before_the_ratio(self: KerasBatchNorm, x: torch.Tensor) -> torch.Tensor:
+    """KerasBatchNorm.forward as it was before bn_var_ratio (commit 8363f04), frozen here
+    as the reference: it keeps no batch variance."""
+    if not self.training:
+        return F.batch_norm(x, self.moving_mean.flatten(), self.moving_variance.flatten(),
+                            self.gamma.flatten(), self.beta.flatten(), False, 0.0,
+                            NORM_EPSILON)
+    with torch.no_grad():
+        var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+        self.moving_mean.lerp_(mean.view_as(self.moving_mean), 1 - BN_MOMENTUM)
+        self.moving_variance.lerp_(var.view_as(self.moving_variance), 1 - BN_MOMENTUM)
+    return F.batch_norm(x, None, None, self.gamma.flatten(), self.beta.flatten(), True,
+                        0.0, NORM_EPSILON)
+
+
+def test_measuring_bn_var_ratio_changes_no_training_number(splits, tmp_path, monkeypatch):
+    """float32, as studies train: every other record column and every final weight is
+    bitwise what the BatchNorm of before the measurement gives."""
+    pack = pack_of(tiny_recipe(), [(0.1, 0), (2.0, 1)])
+    measured = train(pack, splits, tmp_path / "measured")
+    monkeypatch.setattr(KerasBatchNorm, "forward", keras_batchnorm_before_the_ratio)
+    before = train(pack, splits, tmp_path / "before")
+    for run in pack.runs:
+        (h_new, s_new), (h_old, s_old) = (read_records(tmp_path / name / run.run_dir)
+                                          for name in ("measured", "before"))
+        assert h_new["bn_var_ratio"].gt(0).all() and h_old["bn_var_ratio"].isna().all()
+        pd.testing.assert_frame_equal(h_new.drop(columns="bn_var_ratio"),
+                                      h_old.drop(columns="bn_var_ratio"), check_exact=True)
+        unmeasured = ["bn_var_ratio_best", "wall_time_s"]
+        pd.testing.assert_frame_equal(s_new.drop(columns=unmeasured),
+                                      s_old.drop(columns=unmeasured), check_exact=True)
+    for run_new, run_old in zip(measured.weights, before.weights, strict=True):
+        assert run_new.keys() == run_old.keys()
+        for name, tensor in run_old.items():
+            assert torch.equal(run_new[name], tensor), name
 
 
 def test_clocks_under_a_constant_rate(splits, tmp_path):

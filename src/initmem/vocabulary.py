@@ -1,6 +1,7 @@
 """The words every stage shares, defined once: run statuses, record sources, the marks of
-generated or partial results, the interpolation threshold, the paper's sigma_w grids, the
-key of a table cell, and the display names of architectures and configurations.
+generated or partial results, the interpolation threshold, BatchNorm's momentum, the
+paper's sigma_w grids, the key of a table cell, and the display names of architectures
+and configurations.
 
 Plain constants (no imports): the config schema's enums are checked against them
 (tests/test_layers.py), and the training, records and analysis layers all read them here.
@@ -17,6 +18,9 @@ TRAINED, GENERATED = "trained", "generated"
 SYNTHETIC_MARK = r"\textcolor{red}{\textbf{SYNTHETIC DATA --- NOT RESULTS}}"
 
 INTERP_THRESHOLD = 0.995  # train accuracy that counts as interpolation (tau_interp)
+# Keras BatchNormalization's momentum: the moving statistics keep 0.99^k of their start
+# after k updates (the training's networks and the synthetic records' bn_var_ratio).
+BN_MOMENTUM = 0.99
 
 # The paper's sigma_w grids of its ablation tables (Tables 4-6) and of Table 7.
 FIVE_SIGMAS = (0.1, 0.5, 1.0, 1.8, 2.5)

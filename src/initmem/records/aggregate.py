@@ -4,7 +4,8 @@ runs.parquet: one row per EXPECTED run of the config, in config order: its spec 
 (from the config) and outcomes (from its summary.parquet). A run without records has
 status "missing" and null outcomes, so a partial result never looks complete.
 epochs.parquet: every history row of the expected runs, joined with its run's spec
-columns and record_source.
+columns and record_source. Records of an older schema read with the columns they lack
+(records.files.with_later_fields): bn_var_ratio is NaN before schema 3.
 
 Records come from the run folders (<records>/<run_dir>/) or from a runs archive
 (initmem.archive); both give the same tables. Records of runs the config does not expect
@@ -70,7 +71,7 @@ def aggregate(runs: list[Run], summaries: pa.Table,
 def typed_summaries(summaries: pa.Table) -> pd.DataFrame:
     """Summary records as a frame with the record dtypes (RecordError if columns lack)."""
     columns = summary_columns()
-    summaries = with_later_fields(summaries)
+    summaries = with_later_fields(summaries, columns)
     missing = [c for c in columns if c not in summaries.column_names]
     if missing:
         raise RecordError(f"summary records lack columns {missing}")
@@ -113,7 +114,7 @@ def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:
     """History rows of expected runs with their spec columns, in run and epoch order."""
     spec_cols = [c for c in spec_columns() if c != "run_id"] + ["record_source"]
     specs = pa.Table.from_pandas(table[["run_id", *spec_cols]], preserve_index=False)
-    histories = histories.select(list(HISTORY_COLUMNS))
+    histories = with_later_fields(histories, HISTORY_COLUMNS).select(list(HISTORY_COLUMNS))
     row = pc.index_in(histories["run_id"], value_set=specs["run_id"])
     keep = pc.is_valid(row)
     histories, row = histories.filter(keep), row.filter(keep)

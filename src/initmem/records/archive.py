@@ -32,12 +32,16 @@ import yaml
 from initmem import __version__
 from initmem.plan.grid import expand_runs, experiment_config, load_config
 from initmem.records.files import (
+    HISTORY_COLUMNS,
     SCHEMA_VERSION,
     RecordError,
     atomic_write_bytes,
+    check_schema_version,
     read_folder_records,
     sealed,
+    summary_columns,
     verified,
+    with_later_fields,
     write_records,
 )
 
@@ -86,15 +90,17 @@ def _manifest_digest(manifest: dict[str, Any]) -> str:
 
 
 def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
-    """(summaries, histories) of an archive; RecordError names what is wrong with it."""
-    names = ("summary.parquet", "history.parquet")
-    manifest, *blobs = _read(path, *names)
+    """(summaries, histories) of an archive, an older schema's with the later columns
+    (with_later_fields); RecordError names what is wrong with it."""
+    members = {"summary.parquet": summary_columns(), "history.parquet": HISTORY_COLUMNS}
+    manifest, *blobs = _read(path, *members)
     tables = []
-    for name, data in zip(names, blobs, strict=True):
+    for (name, columns), data in zip(members.items(), blobs, strict=True):
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
-        tables.append(verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}"))
+        table = verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}")
+        tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
 
 
@@ -111,10 +117,7 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "
                                   f"{FORMAT!r})")
-            if manifest.get("schema_version") != SCHEMA_VERSION:
-                raise RecordError(f"{path}: records of schema_version "
-                                  f"{manifest.get('schema_version')}; this initmem reads "
-                                  f"{SCHEMA_VERSION}")
+            check_schema_version(manifest.get("schema_version"), path)
             if manifest.get("manifest_sha256") != _manifest_digest(manifest):
                 raise RecordError(f"{path}: manifest.json is damaged (it does not match its "
                                   "checksum); restore the archive from a good copy")

@@ -1,6 +1,6 @@
 """Run records: one tidy per-epoch history and one summary row per run, as Parquet.
 
-Schema (version 2; bump SCHEMA_VERSION on any change of names, meaning or dtype):
+Schema (version 3; bump SCHEMA_VERSION on any change of names, meaning or dtype):
 
 history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs them):
     run_id, epoch,
@@ -8,6 +8,11 @@ history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs the
     val_loss, val_acc,         inference mode (BatchNorm moving statistics)
     test_loss, test_acc
     kernel_fro_norm            ||W||_F over conv and dense kernels, end of epoch
+    bn_var_ratio               end of epoch, over the BatchNorm layers: mean moving variance
+                               / mean variance of the epoch's last training batch (means
+                               over channels), the layer's ratio farthest from 1 in log
+                               terms; near 1 the moving statistics have converged, so
+                               inference-mode accuracy is meaningful. NaN without BatchNorm
     lr                         rate of the epoch's last update
     T_SGD, T_L2, T_adapt       clocks (1/b) sum eta_k^2, lambda sum eta_k, sum eta_k,
                                cumulative to the end of the epoch (lambda = Recipe.shrinkage)
@@ -21,6 +26,7 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     val_acc_interp (null without tau_interp), val_acc_last, test_acc_last, train_acc_last
     repair_gap = val_acc_best - val_acc_interp (null without tau_interp)
     kernel_fro_norm_init, kernel_fro_norm_best, kernel_fro_norm_last
+    bn_var_ratio_best          bn_var_ratio at tau_best
     T_SGD, T_L2, T_adapt       final clocks
     diverged, diverged_epoch (null unless diverged)
     wall_time_s, device, determinism (the kernel settings in force; how the step ran:
@@ -30,6 +36,10 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
                                wrote the record ("unknown" outside a git checkout)
     record_source              trained | generated (synthetic records, never results)
     schema_version
+
+Schema 2 records (before bn_var_ratio) still read: a column of LATER_COLUMNS that a record
+lacks reads as NaN, not measured (as a recipe field of spec.LATER_FIELDS reads as its
+default).
 
 Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
 of its content (column names, nulls and values; `content_digest`), and every read checks
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import platform
 import subprocess
@@ -62,7 +73,8 @@ from initmem.errors import InputError, naming
 from initmem.plan.spec import LATER_FIELDS, Recipe, Run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+OLDEST_SCHEMA_VERSION = 2  # the oldest that reads: it lacks LATER_COLUMNS only
 DIGEST_KEY = b"initmem.sha256"
 
 HISTORY_COLUMNS: dict[str, str] = {
@@ -70,7 +82,7 @@ HISTORY_COLUMNS: dict[str, str] = {
     "train_loss": "float64", "train_acc": "float64",
     "val_loss": "float64", "val_acc": "float64",
     "test_loss": "float64", "test_acc": "float64",
-    "kernel_fro_norm": "float64", "lr": "float64",
+    "kernel_fro_norm": "float64", "bn_var_ratio": "float64", "lr": "float64",
     "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
 }
 
@@ -80,7 +92,7 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "val_loss_best": "float64", "val_acc_interp": "float64", "val_acc_last": "float64",
     "test_acc_last": "float64", "train_acc_last": "float64", "repair_gap": "float64",
     "kernel_fro_norm_init": "float64", "kernel_fro_norm_best": "float64",
-    "kernel_fro_norm_last": "float64",
+    "kernel_fro_norm_last": "float64", "bn_var_ratio_best": "float64",
     "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
     "diverged": "bool", "diverged_epoch": "Int64",
     "wall_time_s": "float64", "device": "string", "determinism": "string",
@@ -88,6 +100,8 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "python_version": "string", "initmem_version": "string", "code_version": "string",
     "record_source": "string", "schema_version": "int64",
 }
+# Columns newer than schema 2: what a record without them reads there (not measured).
+LATER_COLUMNS = {"bn_var_ratio": math.nan, "bn_var_ratio_best": math.nan}
 
 
 class RecordError(InputError):
@@ -126,6 +140,7 @@ def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
         "kernel_fro_norm_init": kernel_fro_norm_init,
         "kernel_fro_norm_best": at(best, "kernel_fro_norm"),
         "kernel_fro_norm_last": at(last, "kernel_fro_norm"),
+        "bn_var_ratio_best": at(best, "bn_var_ratio"),
         "T_SGD": at(last, "T_SGD"), "T_L2": at(last, "T_L2"), "T_adapt": at(last, "T_adapt"),
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
         "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
@@ -275,33 +290,34 @@ def read_records(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     run_dir = Path(run_dir)
     history = _read(run_dir / "history.parquet", HISTORY_COLUMNS)
     summary = _read(run_dir / "summary.parquet", summary_columns())
-    version = int(summary["schema_version"].iloc[0])
-    if version != SCHEMA_VERSION:
-        raise RecordError(f"{run_dir / 'summary.parquet'}: schema_version {version}, "
-                          f"this initmem reads {SCHEMA_VERSION}")
+    check_schema_version(int(summary["schema_version"].iloc[0]), run_dir / "summary.parquet")
     return history, summary
+
+
+def check_schema_version(version: object, where: object) -> None:
+    """RecordError unless records of this schema_version read."""
+    if not isinstance(version, int) or not OLDEST_SCHEMA_VERSION <= version <= SCHEMA_VERSION:
+        raise RecordError(f"{where}: records of schema_version {version}; this initmem reads "
+                          f"{OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}")
 
 
 _ARROW_TYPES = {"string": pa.string(), "Int64": pa.int64(), "float64": pa.float64(),
                 "bool": pa.bool_()}
 
 
-def with_later_fields(table: pa.Table) -> pa.Table:
-    """Summaries written before a recipe field of spec.LATER_FIELDS existed, with that
-    field's default (the value they were made with) in its column."""
-    types = summary_columns()
-    for name, default in LATER_FIELDS.items():
-        if name not in table.column_names:
-            column = pa.array([default] * len(table), _ARROW_TYPES[types[name]])
-            table = table.append_column(name, column)
+def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
+    """Records (of `columns`: history or summary) written before some of their columns
+    existed, with those columns: a recipe field of spec.LATER_FIELDS holds its default
+    (the value they were made with), a measurement of LATER_COLUMNS NaN (not measured)."""
+    later = {**LATER_FIELDS, **LATER_COLUMNS}
+    for name in [c for c in columns if c in later and c not in table.column_names]:
+        column = pa.array([later[name]] * len(table), _ARROW_TYPES[columns[name]])
+        table = table.append_column(name, column)
     return table
 
 
 def _read(path: Path, columns: dict[str, str]) -> pd.DataFrame:
-    table = read_sealed(path)
-    if set(LATER_FIELDS) <= set(columns):  # a summary
-        table = with_later_fields(table)
-    frame = table.to_pandas()
+    frame = with_later_fields(read_sealed(path), columns).to_pandas()
     try:
         return _typed(frame, columns)
     except (RecordError, ValueError, TypeError) as err:

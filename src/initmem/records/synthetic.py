@@ -7,6 +7,8 @@ down to a floor growing with b, times factors for T_L2, augmentation and LayerNo
 Accuracy falls with sigma_w by about 27 pp times m(t), so |beta(t)| decays with m(t).
 SGD's interpolation and best epochs grow with sigma_w and b, adaptive methods' are flat;
 ||W||_F keeps sigma_w in proportion to m(t); ResNet-56/110 stop early (patience).
+BatchNorm's moving variance forgets its initial 1 as 0.99^k toward a batch variance
+that grows as sigma_w^2, so small-sigma_w runs start far from converged (bn_var_ratio).
 Every row has record_source == "generated": tables, figures and the paper mark it.
 
 Output: results/aggregate/runs.parquet and epochs.parquet in the aggregate's format
@@ -31,7 +33,14 @@ from initmem.plan.schedule import schedule_clocks
 from initmem.plan.spec import Recipe, Run
 from initmem.records import aggregate
 from initmem.records import files as records
-from initmem.vocabulary import COMPLETED, EARLY_STOPPED, GENERATED, INTERP_THRESHOLD, MISSING
+from initmem.vocabulary import (
+    BN_MOMENTUM,
+    COMPLETED,
+    EARLY_STOPPED,
+    GENERATED,
+    INTERP_THRESHOLD,
+    MISSING,
+)
 
 SOURCE = GENERATED
 NORM_PER_SIGMA = {"resnet9": 47.0, "r9_avgpool": 47.0, "resnet9_ln": 47.0,
@@ -39,6 +48,9 @@ NORM_PER_SIGMA = {"resnet9": 47.0, "r9_avgpool": 47.0, "resnet9_ln": 47.0,
 BASE_ACC = {"resnet9": 0.88, "r9_avgpool": 0.82, "resnet9_ln": 0.86, "resnet56": 0.80,
             "resnet110": 0.79}
 SPREAD_SCALE = 0.27  # test-accuracy drop from sigma_w = 0.1 to 2.5 at full memory
+# First BatchNorm layer's batch variance / sigma_w^2: the measured ~1,000x ratio of
+# sigma_w = 0.1 after 60 updates (issue 22)
+BN_VARIANCE_PER_SIGMA2 = 0.05
 
 
 def memory(r: Recipe, clocks: pd.DataFrame, adaptive: bool) -> np.ndarray:
@@ -87,6 +99,16 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
             "tau_i": tau_i * rng.lognormal(0, 0.05, n) * (3 if r.augment else 1)}
 
 
+def bn_var_ratio(r: Recipe, sigma: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+    """Moving / batch variance at the end of each epoch, (runs, epochs): after k updates
+    the moving variance is 0.99^k * 1 + (1 - 0.99^k) * v for a batch variance v; NaN for
+    the network without BatchNorm."""
+    if r.arch == "resnet9_ln":
+        return np.full((len(sigma), epochs.shape[-1]), np.nan)
+    kept = BN_MOMENTUM ** (epochs * r.steps_per_epoch)
+    return kept / (BN_VARIANCE_PER_SIGMA2 * sigma[:, None] ** 2) + 1 - kept
+
+
 def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator,
               adaptive: bool) -> dict:
     """Per-epoch curves, arrays of shape (runs, epochs); `adaptive`: the optimizer's
@@ -112,6 +134,7 @@ def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator,
             "val_acc": np.clip(val_acc, 0, 1), "val_loss": val_loss,
             "test_acc": np.clip(val_acc - 0.003 + rng.normal(0, 0.002, (n, r.epochs)), 0, 1),
             "test_loss": val_loss + 0.01, "kernel_fro_norm": norm,
+            "bn_var_ratio": bn_var_ratio(r, sigma, t),
             **{c: np.broadcast_to(clocks[c].to_numpy(), (n, r.epochs))
                for c in ("lr", "T_SGD", "T_L2", "T_adapt")},
             "norm_init": norm0[:, 0]}
@@ -156,6 +179,7 @@ def outcomes(h: dict, stop: np.ndarray) -> dict:
         "kernel_fro_norm_init": h["norm_init"],
         "kernel_fro_norm_best": at("kernel_fro_norm", best),
         "kernel_fro_norm_last": at("kernel_fro_norm", last),
+        "bn_var_ratio_best": at("bn_var_ratio", best),
         **{c: at(c, last) for c in ("T_SGD", "T_L2", "T_adapt")}}
 
 

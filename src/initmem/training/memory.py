@@ -16,21 +16,22 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Recipe
-from initmem.training.models import build_model
+from initmem.training.models import build_model, state_numel
 
 FLOAT_BYTES = 4
 STATE_COPIES = 4  # weights, gradients, and an optimizer's first and second moments
 
 
 def parameter_count(recipe: Recipe, n_runs: int) -> float:
-    """Parameters and buffers of the recipe's network for n_runs, counted on the meta
-    device (shapes only, no memory); inf when one tensor would pass torch's 2^63 bytes."""
+    """Parameters and persistent buffers of the recipe's network for n_runs, counted on
+    the meta device (shapes only, no memory); inf when one tensor would pass torch's 2^63
+    bytes."""
     try:
         with torch.device("meta"):
             model = build_model(recipe, n_runs)
     except RuntimeError:  # "Storage size calculation overflowed": no device holds it
         return math.inf
-    return sum(t.numel() for t in [*model.parameters(), *model.buffers()])
+    return state_numel(model)
 
 
 def least_bytes(recipe: Recipe, n_runs: int) -> float:

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from initmem.plan.spec import Recipe
+from initmem.vocabulary import BN_MOMENTUM
 
-BN_MOMENTUM = 0.99
 NORM_EPSILON = 1e-3
 BIAS_STD = 0.2
 NUM_CLASSES = 10
@@ -74,6 +74,11 @@ class KerasBatchNorm(nn.Module):
         self.beta = nn.Parameter(torch.zeros(n, channels))
         self.register_buffer("moving_mean", torch.zeros(n, channels))
         self.register_buffer("moving_variance", torch.ones(n, channels))
+        # The last training batch's variance, to judge whether the moving variance has
+        # converged (bn_variance_ratio). A measurement, not state: non-persistent, so
+        # neither state_dict nor the parameter count holds it; NaN until a training step.
+        self.register_buffer("batch_variance", torch.full((n, channels), math.nan),
+                             persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training:
@@ -84,6 +89,7 @@ class KerasBatchNorm(nn.Module):
             var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
             self.moving_mean.lerp_(mean.view_as(self.moving_mean), 1 - BN_MOMENTUM)
             self.moving_variance.lerp_(var.view_as(self.moving_variance), 1 - BN_MOMENTUM)
+            self.batch_variance.copy_(var.view_as(self.batch_variance))  # in place: CUDA graphs
         return F.batch_norm(x, None, None, self.gamma.flatten(), self.beta.flatten(), True,
                             0.0, NORM_EPSILON)
 
@@ -235,10 +241,30 @@ def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
     return PackedNet(n_runs, body, "avg", features)
 
 
+def bn_variance_ratio(model: PackedNet) -> Tensor:
+    """Per run, shape (N,): over the BatchNorm layers, r = mean moving variance / mean
+    variance of the last training batch (means over channels), the r farthest from 1 in
+    log terms. Far from 1, inference mode normalises with statistics the network no
+    longer has (momentum 0.99 forgets the initial 1 only as 0.99^k). NaN without
+    BatchNorm or before a training step."""
+    layers = [m for m in model.modules() if isinstance(m, KerasBatchNorm)]
+    if not layers:
+        return torch.full((model.n,), math.nan, device=model.dense.bias.device)
+    ratios = torch.stack([bn.moving_variance.mean(1) / bn.batch_variance.mean(1)
+                          for bn in layers])  # (layers, N)
+    farthest = ratios.log().abs().argmax(0, keepdim=True)
+    return ratios.gather(0, farthest).squeeze(0)
+
+
+def state_numel(model: PackedNet) -> int:
+    """Entries of the parameters and persistent buffers, the state a checkpoint saves
+    (not the last batch's variance, a measurement)."""
+    return sum(t.numel() for t in model.state_dict().values())
+
+
 def keras_param_count(model: PackedNet) -> int:
     """Parameters of one run as Keras prints them: trainable plus BatchNorm moving stats."""
-    tensors = [*model.parameters(), *model.buffers()]
-    return sum(t.numel() for t in tensors) // model.n
+    return state_numel(model) // model.n
 
 
 def train_flops_per_image(arch: str, width: float) -> int:

@@ -1,8 +1,10 @@
 """Train one pack: N runs of one recipe, each with its own sigma_w and seed, at once.
 
 Per epoch and run it logs what Keras' `fit` logs (training metrics as running means in
-training mode; validation and test in inference mode), ||W||_F, the rate and the clocks
-T_SGD, T_L2, T_adapt. Metrics accumulate on the device and are read once per epoch.
+training mode; validation and test in inference mode), ||W||_F, how far BatchNorm's
+moving variances are from the batch's (models.bn_variance_ratio: is inference mode a
+valid evaluation yet?), the rate and the clocks T_SGD, T_L2, T_adapt. Metrics accumulate
+on the device and are read once per epoch.
 A run whose loss turns non-finite is recorded as diverged and stops; a run that early-stops
 stops; its records are written at once. The other runs go on.
 
@@ -32,7 +34,7 @@ from initmem.plan.schedule import learning_rate
 from initmem.plan.spec import Pack, Run
 from initmem.records.files import history_frame, summarize, write_records
 from initmem.training import checkpoint, data
-from initmem.training.models import PackedNet, build_model
+from initmem.training.models import PackedNet, bn_variance_ratio, build_model
 from initmem.training.optimizers import build_optimizer
 from initmem.training.step import StepExecutor, cross_entropy, l2_penalty
 
@@ -43,7 +45,9 @@ log = logging.getLogger("initmem.train")
 EVAL_BATCH = {"cpu": 128, "cuda": 1000}
 # What a checkpoint holds: tensors, numbers and the pack's spec as plain data, never an
 # initmem class (a pickled class ties a checkpoint to a module path). Bump on any change.
-CHECKPOINT_FORMAT = 4
+# 5: the last batch's BatchNorm variances (an epoch resumed after its last update records
+# its bn_var_ratio from them).
+CHECKPOINT_FORMAT = 5
 
 
 @torch.no_grad()
@@ -78,7 +82,7 @@ def _run_by_run(model: PackedNet, single: PackedNet) -> Callable[[Tensor], Tenso
 
 
 METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc",
-           "kernel_fro_norm")
+           "kernel_fro_norm", "bn_var_ratio")
 
 
 @dataclass
@@ -279,7 +283,8 @@ class PackTrainer:
         val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2, self.single)
         test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2, self.single)
         columns = torch.stack([self.loss_sum / recipe.n_train, self.correct / recipe.n_train,
-                               *val, *test, self.model.kernel_fro_norm().detach()])
+                               *val, *test, self.model.kernel_fro_norm().detach(),
+                               bn_variance_ratio(self.model)])
         rows = columns.T.tolist()  # the epoch's one host synchronisation
         lr = learning_rate(recipe, self.k - 1)
         for m, row in zip(self.members, rows, strict=True):
@@ -325,6 +330,7 @@ class PackTrainer:
             "kernel_fro_norm_init": self.kernel_fro_norm_init,
             "members": self.members, "departed": self.departed,
             "run_updates": self.run_updates,
+            "batch_variances": _batch_variances(self.model),
         }
 
     def _save(self) -> None:
@@ -368,6 +374,8 @@ class PackTrainer:
         self.run_updates = saved["run_updates"]
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
+        for name, variance in _batch_variances(self.model).items():
+            variance.copy_(saved["batch_variances"][name])
         for gen, state in zip(self.order_gens + self.augment_gens,
                               saved["order_gens"] + saved["augment_gens"], strict=True):
             gen.set_state(state)
@@ -405,6 +413,12 @@ def saved_run_weights(saved: dict[str, Any]) -> list[dict[str, Tensor]]:
 def _rows(tensors: dict[str, Tensor], rows: list[int]) -> dict[str, Tensor]:
     """Each tensor's slices of the pack's `rows` (the leading run dimension)."""
     return {name: t[rows] for name, t in tensors.items()}
+
+
+def _batch_variances(model: PackedNet) -> dict[str, Tensor]:
+    """The BatchNorm layers' last training batch variances, by buffer name: not in the
+    state_dict (a measurement), so checkpoints keep them apart."""
+    return {name: t for name, t in model.named_buffers() if name.endswith("batch_variance")}
 
 
 def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:
