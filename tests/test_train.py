@@ -8,15 +8,13 @@ import pandas as pd
 import pytest
 import stopping
 import torch
-import torch.nn.functional as F
 
 from initmem import cli
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import data
-from initmem.training.models import NORM_EPSILON, KerasBatchNorm, build_model
+from initmem.training.models import KerasBatchNorm, build_model
 from initmem.training.trainer import Clocks, PackTrainer, RunState, evaluate
-from initmem.vocabulary import BN_MOMENTUM
 
 # Packed vs single is compared in float64: grouped and ungrouped convolutions sum in
 # different orders, and in float32 that 1e-7 noise is amplified by the chaotic early
@@ -109,27 +107,12 @@ def test_records_of_a_pack(splits, tmp_path):
     assert big["kernel_fro_norm_init"].iloc[0] > 4 * row["kernel_fro_norm_init"]
 
 
-def keras_batchnorm_before_the_ratio(self: KerasBatchNorm, x: torch.Tensor) -> torch.Tensor:
-    """KerasBatchNorm.forward as it was before bn_var_ratio (commit 8363f04), frozen here
-    as the reference: it keeps no batch variance."""
-    if not self.training:
-        return F.batch_norm(x, self.moving_mean.flatten(), self.moving_variance.flatten(),
-                            self.gamma.flatten(), self.beta.flatten(), False, 0.0,
-                            NORM_EPSILON)
-    with torch.no_grad():
-        var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
-        self.moving_mean.lerp_(mean.view_as(self.moving_mean), 1 - BN_MOMENTUM)
-        self.moving_variance.lerp_(var.view_as(self.moving_variance), 1 - BN_MOMENTUM)
-    return F.batch_norm(x, None, None, self.gamma.flatten(), self.beta.flatten(), True,
-                        0.0, NORM_EPSILON)
-
-
 def test_measuring_bn_var_ratio_changes_no_training_number(splits, tmp_path, monkeypatch):
     """float32, as studies train: every other record column and every final weight is
-    bitwise what the BatchNorm of before the measurement gives."""
+    bitwise what BatchNorm gives without keeping its batch variance."""
     pack = pack_of(tiny_recipe(), [(0.1, 0), (2.0, 1)])
     measured = train(pack, splits, tmp_path / "measured")
-    monkeypatch.setattr(KerasBatchNorm, "forward", keras_batchnorm_before_the_ratio)
+    monkeypatch.setattr(KerasBatchNorm, "remember_batch_variance", lambda self, var: None)
     before = train(pack, splits, tmp_path / "before")
     for run in pack.runs:
         (h_new, s_new), (h_old, s_old) = (read_records(tmp_path / name / run.run_dir)

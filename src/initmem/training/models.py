@@ -89,9 +89,13 @@ class KerasBatchNorm(nn.Module):
             var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
             self.moving_mean.lerp_(mean.view_as(self.moving_mean), 1 - BN_MOMENTUM)
             self.moving_variance.lerp_(var.view_as(self.moving_variance), 1 - BN_MOMENTUM)
-            self.batch_variance.copy_(var.view_as(self.batch_variance))  # in place: CUDA graphs
+            self.remember_batch_variance(var)
         return F.batch_norm(x, None, None, self.gamma.flatten(), self.beta.flatten(), True,
                             0.0, NORM_EPSILON)
+
+    def remember_batch_variance(self, var: Tensor) -> None:
+        """Keep the batch's variance for bn_variance_ratio (in place: CUDA graphs)."""
+        self.batch_variance.copy_(var.view_as(self.batch_variance))
 
 
 class KerasLayerNorm(nn.Module):
