@@ -1,12 +1,20 @@
 """The Snakefile: dry runs of the paper and demo configs, targets, guards, a real tiny run."""
 
 import shutil
+import subprocess
 
 import pandas as pd
 import pytest
 import torch
 import yaml
-from workflow_helpers import DEMO_CONFIG, PAPER_CONFIG, TEST_CONFIG, job_counts, snakemake
+from workflow_helpers import (
+    DEMO_CONFIG,
+    PAPER_CONFIG,
+    TEST_CONFIG,
+    job_counts,
+    snakemake,
+    snakemake_command,
+)
 
 from initmem.plan import grid
 
@@ -174,6 +182,23 @@ def test_a_job_of_two_packs_trains_both(tmp_path):
     (command,) = [line for line in done.stdout.splitlines() if " -m initmem train " in line]
     assert f"results/packs/{list(packs)[1]}.json" in command
     assert f"results/packs/{first}.json" not in command
+
+
+def test_every_pack_spec_is_written_before_training_starts(tmp_path):
+    """On one core, the second pack's spec is written before the first pack trains, so
+    training jobs are all ready and taken longest first (issue 26: a 35-minute pack
+    started last because its spec waited for a free core)."""
+    cmd = [*snakemake_command(tmp_path, TEST_CONFIG, "results/aggregate/runs.parquet",
+                              profile="default")]
+    cmd[cmd.index("--cores") + 1] = "1"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    started = [line.split()[-1].rstrip(":") for line in (done.stdout + done.stderr).splitlines()
+               if line.startswith(("rule ", "localrule "))]
+    specs = [i for i, rule in enumerate(started) if rule == "write_pack_spec"]
+    trains = [i for i, rule in enumerate(started) if rule.startswith("train_")]
+    assert len(specs) == 2 and len(trains) == 2, started
+    assert max(specs) < min(trains), started
 
 
 def test_missing_cifar10_says_how_to_get_it(tmp_path):

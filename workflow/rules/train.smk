@@ -10,7 +10,9 @@
 # early-stopping runs (STOPPING): a job that outruns its limit checkpoints at SIGUSR1
 # and is resubmitted.
 # Longer jobs start first (priority: their estimated seconds), so no long job is left to
-# run alone at the end.
+# run alone at the end. Every spec is written before any training starts (they take
+# milliseconds): a training job is only ready once its spec exists, so specs written one
+# per freed core let whichever pack's spec came first train first, not the longest.
 
 
 rule write_pack_spec:
@@ -19,6 +21,7 @@ rule write_pack_spec:
     log:
         "logs/packs/{pack_id}.log",
     localrule: True
+    priority: SPEC_PRIORITY
     run:
         PACKS[wildcards.pack_id].dump(output[0])
 
