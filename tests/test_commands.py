@@ -132,11 +132,12 @@ def test_the_prerequisite_check_passes_where_everything_is_there(tmp_path):
 
 
 def test_every_command_the_readme_prints_names_a_real_target():
-    """The README's snakemake lines put targets before --configfile, which takes every
-    word after it (a target after it would be read as a second config file)."""
+    """The README's and docs' snakemake lines put targets before --configfile, which takes
+    every word after it (a target after it would be read as a second config file)."""
     targets = {"all", "tables", "figures", "claims", "archive", "report_files"}
     checked = 0
-    for line in (ROOT / "README.md").read_text().splitlines():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for line in "\n".join(p.read_text() for p in pages).splitlines():
         words = line.split("#")[0].split()
         if "snakemake" not in words or "--configfile" not in words:
             continue

@@ -2,6 +2,7 @@
 main's code in results/laptop/quiet_rerun/): real runs, and a reviewer's rebuild of a
 figure and the claims from it, without training or data."""
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -56,8 +57,9 @@ def test_a_figure_and_the_claims_rebuild_from_the_archive(tmp_path):
 
 
 def test_the_committed_claims_are_what_the_engine_says_today(tmp_path):
-    """results/laptop/claims.md (and the README's copy) is the engine's verdict on both
-    archives, as `make laptop` writes it: stale verdicts cannot hide there."""
+    """results/laptop/claims.md (and docs/laptop.md's copy, and the README's verdicts) is
+    the engine's verdict on both archives, as `make laptop` writes it: stale verdicts
+    cannot hide there."""
     out = tmp_path / "claims.md"
     assert main(["claims", "--config", str(CONFIG), "--archive", str(ARCHIVE), "--archive",
                  str(QUIET_RERUN), "--label", "results/laptop/runs.tar", "--label",
@@ -65,4 +67,8 @@ def test_the_committed_claims_are_what_the_engine_says_today(tmp_path):
                  "--out-tex", str(tmp_path / "c.tex"), "--out-md", str(out)]) == 0
     committed = (ROOT / "results" / "laptop" / "claims.md").read_text()
     assert out.read_text() == committed
-    assert committed in (ROOT / "README.md").read_text()
+    assert committed in (ROOT / "docs" / "laptop.md").read_text()
+    verdicts = dict(pd.read_csv(tmp_path / "c.csv")[["id", "verdict"]].to_numpy())
+    shown = dict(re.findall(r"^\| `(\w+)` \| (holds|fails|cannot be judged) \|",
+                            (ROOT / "README.md").read_text(), re.MULTILINE))
+    assert shown == verdicts

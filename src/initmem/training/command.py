@@ -29,7 +29,7 @@ from initmem.training.trainer import PackTrainer, Preempted, determinism_setting
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
-# The archs whose steps run faster with NHWC activations on CPU (README "Performance",
+# The archs whose steps run faster with NHWC activations on CPU (docs/performance.md,
 # bench/bench_training.py); for the others contiguous activations are as fast or faster.
 CPU_CHANNELS_LAST = ("resnet9", "r9_avgpool")
 
@@ -104,7 +104,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def cpu_parts(pack: Pack) -> list[Pack]:
     """On CPU, packs of more than CPU_PACK_IMAGES images per step train slower than the
-    same runs one after another (their activations outgrow the caches; README
+    same runs one after another (their activations outgrow the caches; docs/performance.md
     "Performance"), so they train as consecutive sub-packs."""
     return sub_packs(pack.recipe, pack.runs, max(1, CPU_PACK_IMAGES // pack.recipe.b))
 

@@ -154,7 +154,7 @@ class PackedNet(nn.Module):
         super().__init__()
         self.n, self.pool = n, pool
         # NHWC activations (NVIDIA advises them for cuDNN's tensor cores). Layout only, the
-        # values are the same (tests/test_step.py); the trainer sets it (README "Performance").
+        # values are the same (tests/test_step.py); the trainer sets it (docs/performance.md).
         self.channels_last = False
         self.body = body
         self.dense = PackedDense(n, features, NUM_CLASSES)

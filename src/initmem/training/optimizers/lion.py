@@ -1,5 +1,5 @@
 """Lion (Chen et al. 2023) as Keras 3's `keras.optimizers.Lion`: an extension the paper did
-not run, and the example of adding an optimizer (README, "Extending the study").
+not run, and the example of adding an optimizer (docs/workflow.md, "Extending the study").
 
     w <- w - eta sign(beta1 m + (1 - beta1) g);   m <- beta2 m + (1 - beta2) g
 
