@@ -263,8 +263,9 @@ def _done_or_none(cell: pd.DataFrame) -> pd.DataFrame | None:
 
 @dataclass
 class Condition:
-    """One condition of `holds`, tested: the estimate of lhs - rhs (an equivalence: of
-    lhs - rhs; a threshold: of the noisy side), its test and its plan."""
+    """One condition of `holds`, tested: the estimate of its named side (sum c_i value_i;
+    for ~, lhs - rhs with the constants), the threshold or margin it is held to, its
+    test, and the paper's value of the same quantity (for refutation and planning)."""
 
     text: str
     op: str
