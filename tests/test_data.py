@@ -4,6 +4,7 @@ augmentation, minibatch order and per-run streams."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import pickle
 import urllib.error
@@ -13,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from initmem import cli
 from initmem.plan.spec import Recipe
 from initmem.training import data
 from initmem.training.data import (
@@ -33,23 +35,35 @@ PER_BATCH = 20  # images per fake batch file: 100 training images, 20 test image
 pytestmark = pytest.mark.filterwarnings("ignore:using an unverified CIFAR-10 copy")
 
 
+@pytest.fixture(autouse=True)
+def small_batch_files(monkeypatch):
+    """The fake copies below are the official layout scaled down to PER_BATCH images a
+    file: every other layout rule (labels, class shares) holds as in the real files."""
+    monkeypatch.setattr(data, "IMAGES_PER_FILE", PER_BATCH)
+
+
 def recipe(**kw) -> Recipe:
     return Recipe(**{"family": "t", "arch": "resnet9", "optimizer": "sgd", "b": 8,
                      "epochs": 1, **kw})
 
 
+def write_batch(path, label: str, images: np.ndarray, labels: list[int]) -> None:
+    with open(path, "wb") as fh:
+        pickle.dump({"batch_label": label, "labels": labels, "data": images,
+                     "filenames": [f"{i}.png" for i in range(len(labels))]}, fh)
+
+
 def fake_cifar(root) -> dict[str, np.ndarray]:
-    """Write a tiny CIFAR-10 copy in torchvision's layout; return its images per file."""
+    """Write a tiny CIFAR-10 copy in torchvision's layout (each file with its official
+    batch_label and every class twice, in random order); return its images per file."""
     folder = root / data.FOLDER
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
     images = {}
-    for name in (*data.TRAIN_FILES, "test_batch"):
+    for name, label in data.BATCH_LABELS.items():
         images[name] = rng.integers(0, 256, (PER_BATCH, 3072), dtype=np.uint8)
-        labels = [int(v) for v in rng.integers(0, 10, PER_BATCH)]
-        with open(folder / name, "wb") as fh:
-            pickle.dump({"batch_label": name, "labels": labels, "data": images[name],
-                         "filenames": [f"{i}.png" for i in range(PER_BATCH)]}, fh)
+        labels = [int(v) for v in rng.permutation(np.arange(PER_BATCH) % 10)]
+        write_batch(folder / name, label, images[name], labels)
     with open(folder / "batches.meta", "wb") as fh:
         pickle.dump({"label_names": [f"c{i}" for i in range(10)]}, fh)
     return images
@@ -66,18 +80,20 @@ def test_md5_table_is_torchvisions():
     assert official == data.MD5
 
 
-def test_unverified_copy_is_refused_naming_file_and_setting(tmp_path):
+def test_unverified_copy_is_refused_naming_files_and_setting(tmp_path):
     fake_cifar(tmp_path)
     with pytest.raises(DataError, match="data_batch_1") as err:
         load_splits(recipe(**SMALL), tmp_path)
-    assert "allow_unverified" in str(err.value) and "--allow-unverified" in str(err.value)
+    message = str(err.value)
+    assert "allow_unverified" in message and "--allow-unverified" in message
+    assert f"has no {data.MANIFEST}" in message and "\n" not in message
 
 
 def test_unverified_copy_loads_when_allowed(tmp_path):
     images = fake_cifar(tmp_path)
     with pytest.warns(UserWarning, match="unverified"):
         s = load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
-    assert s.source == "cifar10 (unverified copy)"
+    assert s.verification == "unverified"
     train_rows = np.concatenate([images[n] for n in data.TRAIN_FILES])
     train, val = split_indices(5 * PER_BATCH)
     test = images["test_batch"][data.test_indices(PER_BATCH)]
@@ -96,7 +112,34 @@ def test_verified_copy_loads_without_permission(tmp_path, monkeypatch):
     sums = {n: hashlib.md5((folder / n).read_bytes()).hexdigest() for n in data.MD5}
     monkeypatch.setattr(data, "MD5", sums)
     s = load_splits(recipe(**SMALL), tmp_path)
-    assert s.source == "cifar10 (MD5 verified)"
+    assert s.verification == "md5"
+
+
+def build_with_manifest(tmp_path, capsys) -> None:
+    """A fake copy through `initmem cifar10-copy`, with a builder that leaves it as it is."""
+    fake_cifar(tmp_path)
+    builder = tmp_path / "builder.py"
+    builder.write_text("")
+    assert cli.main(["cifar10-copy", str(tmp_path), "--builder", str(builder)]) == 0
+    assert data.MANIFEST in capsys.readouterr().out
+
+
+def test_a_copy_with_its_manifest_loads_without_permission(tmp_path, capsys):
+    build_with_manifest(tmp_path, capsys)
+    s = load_splits(recipe(**SMALL), tmp_path)
+    assert s.verification == "manifest"
+
+
+def test_a_file_changed_after_the_manifest_is_named_against_it(tmp_path, capsys):
+    build_with_manifest(tmp_path, capsys)
+    path = tmp_path / data.FOLDER / "data_batch_4"
+    path.write_bytes(path.read_bytes() + b"\0")  # a trailing byte pickle never reads
+    with pytest.raises(DataError) as err:
+        load_splits(recipe(**SMALL), tmp_path)
+    assert f"and data_batch_4 from the SHA-256 sums of its {data.MANIFEST}" in str(err.value)
+    with pytest.warns(UserWarning, match="data_batch_4 from the SHA-256 sums"):
+        assert load_splits(recipe(**SMALL), tmp_path,
+                           allow_unverified=True).verification == "unverified"
 
 
 def test_subsets_are_the_first_images(tmp_path):
@@ -120,7 +163,7 @@ def test_missing_root_says_how_to_get_the_data(tmp_path):
         load_splits(recipe(), tmp_path / "nowhere")
     message = str(err.value)
     for part in (str(tmp_path / "nowhere" / data.FOLDER), "download",
-                 f"make_cifar10_batches.py {tmp_path / 'nowhere'}", "synthetic"):
+                 f"cifar10-copy {tmp_path / 'nowhere'}", "synthetic"):
         assert part in message
     with pytest.raises(DataError, match="needs a root folder"):
         load_splits(recipe(), None)
@@ -133,13 +176,71 @@ def test_missing_file_is_named(tmp_path):
         load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
 
 
-@pytest.mark.parametrize("allow", [False, True])
-def test_truncated_file_is_named(tmp_path, allow):
-    fake_cifar(tmp_path)
-    path = tmp_path / data.FOLDER / "data_batch_3"
+def swap(folder, a: str, b: str) -> None:
+    (folder / a).rename(folder / "swap")
+    (folder / b).rename(folder / a)
+    (folder / "swap").rename(folder / b)
+
+
+def foreign(folder) -> None:
+    """data_batch_2 replaced by a file of the right size and label, but three classes."""
+    write_batch(folder / "data_batch_2", data.BATCH_LABELS["data_batch_2"],
+                np.zeros((PER_BATCH, 3072), np.uint8), [i % 3 for i in range(PER_BATCH)])
+
+
+def truncated(folder) -> None:
+    """data_batch_3 cut off mid-pickle."""
+    path = folder / "data_batch_3"
     path.write_bytes(path.read_bytes()[:500])
-    with pytest.raises(DataError, match="data_batch_3"):
+
+
+def shortened(folder) -> None:
+    """data_batch_5 a whole pickle with one image fewer than the layout's."""
+    write_batch(folder / "data_batch_5", data.BATCH_LABELS["data_batch_5"],
+                np.zeros((PER_BATCH - 1, 3072), np.uint8), [i % 10 for i in range(PER_BATCH - 1)])
+
+
+# name -> (how the copy is damaged, what the one line must say)
+DAMAGED_COPIES = {
+    "swapped": (lambda f: swap(f, "data_batch_1", "test_batch"),
+                ["data_batch_1 is labelled 'testing batch 1 of 1'",
+                 "test_batch is labelled 'training batch 1 of 5'"]),
+    "renamed": (lambda f: swap(f, "data_batch_2", "data_batch_3"),
+                ["data_batch_2 is labelled 'training batch 3 of 5'"]),
+    "foreign": (foreign, ["data_batch_2 holds 0.0% to 35.0% of a class"]),
+    "truncated": (truncated, ["data_batch_3 is corrupt or truncated"]),
+    "shortened": (shortened, ["data_batch_5 holds 19 images, not 20"]),
+}
+
+
+@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize("case", sorted(DAMAGED_COPIES))
+def test_a_damaged_copy_names_its_file_in_one_line_whatever_the_flag(tmp_path, capsys, case,
+                                                                     allow):
+    """A swapped, renamed, foreign or truncated batch file fails its layout check, with
+    or without allow_unverified, even with a manifest that vouches for every file's bytes
+    (as one written after the damage would)."""
+    damage, named = DAMAGED_COPIES[case]
+    fake_cifar(tmp_path)
+    folder = tmp_path / data.FOLDER
+    damage(folder)
+    sums = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in data.MD5}
+    (folder / data.MANIFEST).write_text(json.dumps({"format": data.MANIFEST_FORMAT,
+                                                    "sha256": sums}))
+    with pytest.raises(DataError) as err:
         load_splits(recipe(**SMALL), tmp_path, allow_unverified=allow)
+    message = str(err.value)
+    assert "\n" not in message and "not what their names say" in message
+    for words in named:
+        assert words in message
+
+
+def test_a_pickle_that_names_code_is_refused_without_running_it(tmp_path):
+    fake_cifar(tmp_path)
+    with open(tmp_path / data.FOLDER / "data_batch_1", "wb") as fh:
+        pickle.dump({"data": print}, fh)  # unpickling would look up builtins.print
+    with pytest.raises(DataError, match="data_batch_1 is corrupt.*builtins.print"):
+        load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
 
 
 def test_foreign_contents_are_refused(tmp_path):
@@ -204,7 +305,7 @@ def test_load_splits_synthetic_follows_the_recipe():
     s = load_splits(recipe(dataset="synthetic", train_subset=50, eval_subset=10), "ignored")
     assert (len(s.train_y), len(s.val_y), len(s.test_y)) == (50, 10, 10)
     assert torch.equal(s.train_x, synthetic_splits(50, 10, 10)[0][0])
-    assert s.source.startswith("synthetic")
+    assert s.verification == "synthetic"
     default = load_splits(recipe(dataset="synthetic"), None)
     assert (len(default.train_y), len(default.val_y), len(default.test_y)) == (2000, 500, 500)
     assert len(default.train_y) == recipe(dataset="synthetic").n_train

@@ -251,6 +251,7 @@ def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_
     assert_same_records(uninterrupted[0], tmp_path)
     _, summary = read_records(tmp_path / PACK.runs[0].run_dir)
     assert summary["determinism"].iloc[0].startswith("cpu: deterministic")
+    assert summary["data_verification"].iloc[0] == "synthetic"
 
 
 def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path):

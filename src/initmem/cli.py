@@ -25,7 +25,9 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
              "cost": ("plan.cost", "project the GPU-hours of a config"),
              "slurm-profile": ("plan.slurm_profile", "install the SLURM profile once: "
                                "then `snakemake --profile slurm all`")},
-    "training": {"train": ("training.command", "train one pack of runs from a spec file")},
+    "training": {"train": ("training.command", "train one pack of runs from a spec file"),
+                 "cifar10-copy": ("training.cifar_copy", "build the offline CIFAR-10 copy "
+                                  "from ../shared, with the manifest that verifies it")},
     "records": {
         "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),
         "archive": ("records.archive", "pack or unpack the raw run records"),

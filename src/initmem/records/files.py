@@ -28,6 +28,11 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     torch_version, python_version, initmem_version
     code_version               `git describe --always --dirty` of the checkout that
                                wrote the record ("unknown" outside a git checkout)
+    data_verification          how the training data was verified: md5 (the official
+                               release), manifest (the offline copy, by the SHA-256 sums
+                               its builder wrote), unverified (allowed by
+                               allow_unverified), synthetic; null in records older than
+                               the column and in generated ones
     record_source              trained | generated (synthetic records, never results)
     schema_version
 
@@ -86,8 +91,10 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "wall_time_s": "float64", "device": "string", "determinism": "string",
     "torch_version": "string",
     "python_version": "string", "initmem_version": "string", "code_version": "string",
-    "record_source": "string", "schema_version": "int64",
+    "data_verification": "string", "record_source": "string", "schema_version": "int64",
 }
+# Outcome columns newer than some records, with the value such a record reads as.
+LATER_OUTCOMES = {"data_verification": None}
 
 
 class RecordError(InputError):
@@ -97,6 +104,7 @@ class RecordError(InputError):
 def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
               diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
               device: str, determinism: str = "", torch_version: str | None = None,
+              data_verification: str | None = None,
               record_source: str = TRAINED) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history."""
     h = history.sort_values("epoch").reset_index(drop=True)
@@ -130,7 +138,8 @@ def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
         "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
         "torch_version": torch_version, **versions(),
-        "record_source": record_source, "schema_version": SCHEMA_VERSION,
+        "data_verification": data_verification, "record_source": record_source,
+        "schema_version": SCHEMA_VERSION,
     }
 
 
@@ -287,10 +296,11 @@ _ARROW_TYPES = {"string": pa.string(), "Int64": pa.int64(), "float64": pa.float6
 
 
 def with_later_fields(table: pa.Table) -> pa.Table:
-    """Summaries written before a recipe field of spec.LATER_FIELDS existed, with that
-    field's default (the value they were made with) in its column."""
+    """Summaries written before a recipe field of spec.LATER_FIELDS or a column of
+    LATER_OUTCOMES existed, with its default (the value they were made with, or null for
+    what they did not record) in its column."""
     types = summary_columns()
-    for name, default in LATER_FIELDS.items():
+    for name, default in {**LATER_FIELDS, **LATER_OUTCOMES}.items():
         if name not in table.column_names:
             column = pa.array([default] * len(table), _ARROW_TYPES[types[name]])
             table = table.append_column(name, column)

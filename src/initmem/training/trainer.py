@@ -305,7 +305,8 @@ class PackTrainer:
                             wall_time_s=self.elapsed_s, device=str(self.device),
                             determinism=f"{determinism_settings(self.device)}; "
                                         f"{self.train_step.describe()}",
-                            torch_version=torch.__version__)
+                            torch_version=torch.__version__,
+                            data_verification=self.splits.verification)
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
