@@ -172,6 +172,14 @@ CONFIG_CASES = {
                                "sigma_sets.two"),
     "b above the training set": (lambda text: text.replace("b: 32", "b: 128"), "b=128"),
     "YAML syntax error": (lambda text: text + "families: [\n", "line"),
+    "width huge": (lambda text: text.replace("width: 0.125", "width: 1.0e6"),
+                   "families.main: width=1e+06 is not allowed on a CPU training job"),
+    "width huge on a GPU": (lambda text: text.replace("width: 0.125", "width: 1.0e6")
+                            .replace("device: cpu", "device: cuda")
+                            .replace("gpus_per_job: 0", "gpus_per_job: 1"),
+                            "width=1e+06 is not allowed on an H100-class GPU"),
+    "width past any float": (lambda text: text.replace("width: 0.125", "width: 1.0e300"),
+                             "needs more than any device has"),
 }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from initmem.plan import memory
 from initmem.plan.config import SCHEMA_PATH, ConfigError, check_schema, schema_defaults
 from initmem.plan.inputs import load_yaml
 from initmem.plan.spec import OPTIMIZERS, Pack, Recipe, Run, SpecError
@@ -41,6 +42,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     _check_names(config)
     runs = expand_runs(config)
     _check_duplicates(runs)
+    memory.check_config(config, dict.fromkeys(run.recipe for run in runs))
     return config
 
 
