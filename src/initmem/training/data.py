@@ -161,7 +161,8 @@ def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
     if root.exists() and not root.is_dir():
         raise DataError(f"the CIFAR-10 root {root} is a file; it must be the folder that "
                         f"holds {FOLDER} (config data.root, --data-root)")
-    if download and not _official(folder):
+    present = all((folder / name).is_file() for name in MD5)
+    if download and (not present or _differing(_read_files(folder), MD5, hashlib.md5)):
         _download(root)
     if not folder.is_dir():
         raise DataError(f"CIFAR-10 not found: {folder} does not exist. {_how_to_get(root)}")
@@ -169,7 +170,7 @@ def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
     if missing:
         raise DataError(f"CIFAR-10 copy in {folder} is incomplete: missing "
                         f"{', '.join(missing)}. {_how_to_get(root)}")
-    raw = {name: (folder / name).read_bytes() for name in MD5}
+    raw = _read_files(folder)
     batches = read_batches(folder, raw)
     verification = _verification(folder, raw, allow_unverified)
     train_x, train_y = map(np.concatenate, zip(*(batches[f] for f in TRAIN_FILES), strict=True))
@@ -179,7 +180,7 @@ def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
 
 def read_batches(folder: Path, raw: dict[str, bytes]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every batch file's images and labels, each checked for what its name says it is
-    (layout_problem), whatever its checksums; DataError names every file that is not."""
+    (_layout_problem), whatever its checksums; DataError names every file that is not."""
     batches, problems = {}, []
     for name in BATCH_LABELS:
         try:
@@ -195,11 +196,10 @@ def read_batches(folder: Path, raw: dict[str, bytes]) -> dict[str, tuple[np.ndar
 def _verification(folder: Path, raw: dict[str, bytes], allow_unverified: bool) -> str:
     """md5 (the official release), manifest (as its builder wrote it) or, only when
     allowed, unverified; otherwise DataError naming which files differ from what."""
-    if _official(folder, raw):
+    if not _differing(raw, MD5, hashlib.md5):
         return MD5_VERIFIED
     manifest = _manifest_sums(folder)
-    if isinstance(manifest, dict) and all(
-            manifest.get(name) == hashlib.sha256(data).hexdigest() for name, data in raw.items()):
+    if isinstance(manifest, dict) and not _differing(raw, manifest, hashlib.sha256):
         return MANIFEST_VERIFIED
     differs = _differences(folder, raw, manifest)
     if not allow_unverified:
@@ -213,13 +213,21 @@ def _verification(folder: Path, raw: dict[str, bytes], allow_unverified: bool) -
 
 def _differences(folder: Path, raw: dict[str, bytes], manifest: dict | str) -> str:
     """Which files differ from the official MD5 sums and from the copy's manifest."""
-    official = [name for name, data in raw.items() if hashlib.md5(data).hexdigest() != MD5[name]]
-    against = f"{', '.join(official)} differ from the official MD5 sums"
+    against = f"{', '.join(_differing(raw, MD5, hashlib.md5))} differ from the official MD5 sums"
     if isinstance(manifest, str):
         return f"{against}, and {manifest}"
-    changed = [name for name, data in raw.items()
-               if manifest.get(name) != hashlib.sha256(data).hexdigest()]
+    changed = _differing(raw, manifest, hashlib.sha256)
     return f"{against}, and {', '.join(changed)} from the SHA-256 sums of its {MANIFEST}"
+
+
+def _differing(raw: dict[str, bytes], sums: dict[str, str], digest: Any) -> list[str]:
+    """The files whose bytes do not hash (by `digest`) to their entry of `sums`."""
+    return [name for name, data in raw.items() if digest(data).hexdigest() != sums.get(name)]
+
+
+def _read_files(folder: Path) -> dict[str, bytes]:
+    """The bytes of each file of the layout (read once: hashed, then unpickled)."""
+    return {name: (folder / name).read_bytes() for name in MD5}
 
 
 def _manifest_sums(folder: Path) -> dict[str, str] | str:
@@ -238,7 +246,7 @@ def _manifest_sums(folder: Path) -> dict[str, str] | str:
 def write_manifest(folder: Path, built_by: str) -> Path:
     """Record the SHA-256 of every file of a copy just built, after checking each batch
     file's layout: the loader then verifies the copy against it."""
-    raw = {name: (folder / name).read_bytes() for name in MD5}
+    raw = _read_files(folder)
     read_batches(folder, raw)
     manifest = {"format": MANIFEST_FORMAT, "built_by": built_by,
                 "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in raw.items()}}
@@ -252,14 +260,6 @@ def _how_to_get(root: Path) -> str:
             "point the `root` setting (config data.root, --data-root) at an existing copy, "
             "or choose the synthetic data set (recipe dataset: synthetic).")
 
-
-def _official(folder: Path, raw: dict[str, bytes] | None = None) -> bool:
-    """Whether every file is present and matches the official MD5 sums."""
-    if raw is None:
-        if not all((folder / name).is_file() for name in MD5):
-            return False
-        raw = {name: (folder / name).read_bytes() for name in MD5}
-    return all(hashlib.md5(raw[name]).hexdigest() == md5 for name, md5 in MD5.items())
 
 
 def _download(root: Path) -> None:
@@ -299,13 +299,13 @@ def _read_batch(name: str, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
             or (y.size and (y.min() < 0 or y.max() > 9)):
         raise DataError(f"has unexpected contents: data {x.dtype} {x.shape}, {y.size} labels; "
                         "expected uint8 (n, 3072) and n labels in 0..9")
-    problem = layout_problem(name, label, y)
+    problem = _layout_problem(name, label, y)
     if problem:
         raise DataError(problem)
     return x, y
 
 
-def layout_problem(name: str, label: object, y: np.ndarray) -> str | None:
+def _layout_problem(name: str, label: object, y: np.ndarray) -> str | None:
     """What makes a batch file's label or labels unlike the official file of that name:
     its batch_label (a swapped or renamed file), its image count (a truncated one) or its
     classes' shares (a foreign one); None when it looks right."""
