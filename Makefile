@@ -8,9 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 2
 CIFAR_ROOT ?= data/cifar10
-SHARED_CIFAR := ../shared/data/make_cifar10_batches.py
 
 LAPTOP_ARCHIVE := results/laptop/runs.tar
+LAPTOP_RERUN := results/laptop/quiet_rerun/runs.tar
 
 # The HTML report: of the demo by default, or of a runs archive's records with
 # ARCHIVE=PATH (its config read from the archive unless CONFIG=... names one).
@@ -20,7 +20,7 @@ ARCHIVED_CONFIG := results/report/archived.yaml
 CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(CONFIG) $(if $(ARCHIVE),--config archive=$(ARCHIVE))
 
-.PHONY: prerequisites venv demo laptop report slurm-profile test lint clean
+.PHONY: prerequisites venv data demo laptop report slurm-profile test lint clean
 
 # Python 3.11 and TeX, checked in a second before anything is built or trained (installed
 # with apt-get where we are root; otherwise the message names the command to run).
@@ -30,38 +30,50 @@ prerequisites:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@echo "venv 1/3: creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,keras]'
+	@echo "venv 2/3: upgrading pip"
+	$(BIN)/pip install --progress-bar on --upgrade pip
+	@echo "venv 3/3: installing the pinned dependencies (torch, snakemake, and tensorflow-cpu for the Keras reference tests; about 1.5 minutes from a local wheel cache, longer downloading)"
+	$(BIN)/pip install --progress-bar on -e '.[dev,keras]'
 	touch $@
 
-# The demo reads CIFAR-10 from $(CIFAR_ROOT); on machines with the team's offline copy it
-# is built from there, with the manifest that verifies it (no --allow-unverified needed);
-# elsewhere the data module explains how to download or point at one.
-$(CIFAR_ROOT)/cifar-10-batches-py:
-	@if [ -f $(SHARED_CIFAR) ]; then \
-		$(BIN)/python -m initmem cifar10-copy $(CIFAR_ROOT) --builder $(SHARED_CIFAR); fi
+# CIFAR-10 for the demo (workflow/cifar10.sh): checked in seconds before anything is built
+# (there, the team's offline copy beside the checkout, or the official release reachable),
+# then built from the offline copy or downloaded once the venv exists.
+data: venv
+	@workflow/cifar10.sh get $(CIFAR_ROOT) $(BIN)/python
+
+# results/ holds one config's outputs at a time (results/config.yaml): the demo, the
+# laptop study and a report never mix their tables, figures, PDF and report there.
+OWNS_RESULTS = $(BIN)/initmem results --config
 
 demo: prerequisites
-	$(MAKE) --no-print-directory venv $(CIFAR_ROOT)/cifar-10-batches-py
+	@workflow/cifar10.sh check $(CIFAR_ROOT)
+	$(MAKE) --no-print-directory venv data
+	@$(OWNS_RESULTS) config/demo.yaml
 	$(BIN)/snakemake all --cores $(CORES) --configfile config/demo.yaml
 
 # The laptop-scale study's tables, figures and claims rebuilt from its committed archive:
-# no training, no data set needed.
+# no training, no data set needed. The claims are judged on its rerun too (robustness).
 laptop: venv
+	@$(OWNS_RESULTS) config/laptop.yaml
 	$(BIN)/snakemake tables figures claims --cores $(CORES) \
-		--configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE)
+		--configfile config/laptop.yaml --config archive=$(LAPTOP_ARCHIVE) \
+		'compare_archives=["$(LAPTOP_RERUN)"]'
+	cp results/claims/claims.md results/laptop/claims.md
 
 # Builds what the report shows (training the demo first if `make demo` has not), then the
 # report itself: one self-contained HTML file.
 report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
+	@$(OWNS_RESULTS) $(CONFIG)
 	$(BIN)/snakemake report_files --cores $(CORES) $(REPORT_FLAGS)
 	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
 	@echo "open $(REPORT) in a browser"
 
 $(ARCHIVED_CONFIG): $(ARCHIVE)
 	mkdir -p $(@D)
-	$(BIN)/python -m initmem archive config $(ARCHIVE) > $@
+	$(BIN)/python -m initmem archive config $(ARCHIVE) --out $@
 
 # Once per user on a SLURM cluster: the named profile, so `snakemake --profile slurm all`
 # works as typed (FORCE=1 replaces a different profile already there).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,8 +48,12 @@ def others_share(fn: Callable[[], T]) -> tuple[T, float | None]:
 def wait_until_quiet(poll_s: float = 3.0, timeout_s: float = 3600.0) -> None:
     """Return once other processes use under QUIET_SHARE of the cores over poll_s seconds
     (or when the share is unknown, or after timeout_s)."""
-    deadline = time.monotonic() + timeout_s
+    deadline, said = time.monotonic() + timeout_s, 0.0
     while time.monotonic() < deadline:
         _, share = others_share(lambda: time.sleep(poll_s))
         if share is None or share < QUIET_SHARE:
             return
+        if time.monotonic() - said > 60:  # a line a minute, so a wait never looks hung
+            print(f"waiting for a quiet machine: other processes use {share:.0%} of the cores "
+                  f"(waiting for under {QUIET_SHARE:.0%})", file=sys.stderr, flush=True)
+            said = time.monotonic()

@@ -118,6 +118,17 @@ def test_archive_config_prints_the_config_it_was_made_from(tmp_path, config, rec
     assert yaml.safe_load(capsys.readouterr().out) == grid.experiment_config(config)
 
 
+def test_archive_config_out_writes_only_what_it_read(tmp_path, config, records):
+    archive.pack(config, records, tmp_path / "runs.tar")
+    assert cli.main(["archive", "config", str(tmp_path / "runs.tar"), "--out",
+                     str(tmp_path / "archived.yaml")]) == 0
+    assert yaml.safe_load((tmp_path / "archived.yaml").read_text()) == \
+        grid.experiment_config(config)
+    assert cli.main(["archive", "config", str(tmp_path / "absent.tar"), "--out",
+                     str(tmp_path / "bad.yaml")]) != 0
+    assert not (tmp_path / "bad.yaml").exists()
+
+
 def test_aggregating_an_archive_of_another_config_warns(tmp_path, config, records, capsys):
     archive.pack(config, records, tmp_path / "runs.tar")
     other = yaml.safe_load(TEST_CONFIG.read_text())

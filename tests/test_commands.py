@@ -9,6 +9,7 @@ scratch folder laid out as the checkout, so nothing here writes into the checkou
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,7 @@ def test_slurm_profile_installs_once_and_refuses_to_replace_another(tmp_path):
                                      ROOT, env).stdout
     other = typed("initmem slurm-profile --account lab43", ROOT, env)
     assert other.returncode == 2 and "pass --force" in other.stderr
+    assert "make slurm-profile ... FORCE=1" in other.stderr
     assert profile.read_text() == text
     assert typed("initmem slurm-profile --account lab43 --force", ROOT, env).returncode == 0
     assert "slurm_account: lab43" in profile.read_text()
@@ -65,7 +67,9 @@ def test_slurm_profile_installs_once_and_refuses_to_replace_another(tmp_path):
 
 def test_snakemake_finds_the_installed_slurm_profile_by_name(tmp_path):
     env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    assert typed("initmem slurm-profile --partition gpu", ROOT, env).returncode == 0
+    written = typed("initmem slurm-profile --partition gpu", ROOT, env)
+    assert written.returncode == 0
+    assert "note: no --account: jobs go to the cluster's default account" in written.stderr
     done = typed("snakemake --profile slurm all -n", scratch_checkout(tmp_path / "c"), env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Using profiles slurm and workflow specific profile profiles/default" in done.stderr
@@ -89,6 +93,24 @@ def path_without(tool: str, where: Path) -> str:
         if name != tool and found:
             (where / name).symlink_to(found)
     return str(where)
+
+
+def test_make_demo_without_data_or_network_stops_at_once_with_one_line(tmp_path):
+    """A clone with no ../shared beside it, no CIFAR-10 and no network (the release's
+    address refuses): one line within seconds, before the venv is built."""
+    if not (shutil.which("latexmk") and shutil.which("kpsewhich")):
+        pytest.skip("no TeX here: make demo stops at its TeX check first")
+    checkout = scratch_checkout(tmp_path / "clone")
+    (checkout / "Makefile").symlink_to(ROOT / "Makefile")
+    started = time.monotonic()
+    done = typed("make demo", checkout, {"PREREQUISITES_INSTALL": "no",
+                                          "CIFAR10_URL": "http://127.0.0.1:9/cifar.tar.gz"})
+    assert time.monotonic() - started < 10
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("make:")]
+    assert len(lines) == 1 and lines[0].startswith("make demo: CIFAR-10 is not in")
+    assert "extract cifar-10-python.tar.gz into data/cifar10" in lines[0]
+    assert not (checkout / ".venv").exists()
 
 
 def test_make_demo_without_latexmk_stops_before_anything_is_built(tmp_path):

@@ -320,3 +320,18 @@ def test_fig3_says_when_no_run_interpolated_rather_than_no_data(tmp_path, config
     found = texts(3, runs_path, epochs_path, config)
     assert "no data" not in found
     assert found.count(sweeps.NONE_INTERPOLATED) == 4
+
+
+def test_an_empty_panel_has_no_value_scale(tmp_path, config):
+    """A panel that says why it is empty shows no y ticks: matplotlib's default 0-1 would
+    read as a range of the quantity its axis names."""
+    runs_path, epochs_path = write_tables(tmp_path)
+    runs = pd.read_parquet(runs_path)
+    runs[["tau_interp", "val_acc_interp", "repair_gap"]] = None
+    runs.to_parquet(runs_path)
+    fig = figures.draw(3, common.load_inputs(runs_path, epochs_path, config))
+    empty = [ax for ax in fig.axes if any(t.get_text() == sweeps.NONE_INTERPOLATED
+                                          for t in ax.texts)]
+    assert len(empty) == 4
+    assert all(len(ax.get_yticks()) == 0 for ax in empty)
+    matplotlib.pyplot.close(fig)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import snakemake
 
+from initmem.cli import main
 from initmem.plan import grid
 from initmem.records import archive
 
@@ -38,3 +39,16 @@ def test_a_figure_and_the_claims_rebuild_from_the_archive(tmp_path):
     verdicts = pd.read_csv(tmp_path / "results" / "claims" / "claims.csv")["verdict"]
     assert set(verdicts) <= {"holds", "fails", "cannot be judged"}
     assert not (tmp_path / "results" / "runs").exists()  # nothing trained
+
+
+def test_the_committed_claims_are_what_the_engine_says_today(tmp_path):
+    """results/laptop/claims.md (and the README's copy) is the engine's verdict on both
+    archives, as `make laptop` writes it: stale verdicts cannot hide there."""
+    out = tmp_path / "claims.md"
+    assert main(["claims", "--config", str(CONFIG), "--archive", str(ARCHIVE), "--archive",
+                 str(QUIET_RERUN), "--label", "results/laptop/runs.tar", "--label",
+                 "results/laptop/quiet_rerun/runs.tar", "--out-csv", str(tmp_path / "c.csv"),
+                 "--out-tex", str(tmp_path / "c.tex"), "--out-md", str(out)]) == 0
+    committed = (ROOT / "results" / "laptop" / "claims.md").read_text()
+    assert out.read_text() == committed
+    assert committed in (ROOT / "README.md").read_text()

@@ -95,6 +95,10 @@ def test_paper_shows_every_figure_and_table_and_marks_synthetic(results, tmp_pat
         # the banners (the methods section names the marks too, so match their wording)
         assert "SYNTHETIC DATA" in text
         assert re.search(INCOMPLETE_BANNER, text)
+        info = subprocess.run(["pdfinfo", str(tmp_path / "paper.pdf")], capture_output=True,
+                              text=True, check=True).stdout
+        assert re.search(r'^Title: +Reproducing "Do Deep Networks Forget Initialization\?"$',
+                         info, re.MULTILINE)
 
 
 @latex

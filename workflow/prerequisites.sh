@@ -37,7 +37,10 @@ gaps=$(missing)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ "${PREREQUISITES_INSTALL:-yes}" != no ]; then
     echo "prerequisites: missing $gaps; installing with apt-get: $APT"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $APT >/dev/null
+    echo "prerequisites: apt-get update"
+    apt-get update -q >/dev/null
+    echo "prerequisites: apt-get install (TeX is about 300 MB; a few minutes)"
+    apt-get install -y -q --no-install-recommends $APT | grep --line-buffered -E '^(Get|Setting up)' || true
     gaps=$(missing)
     [ -z "$gaps" ] && exit 0
 fi

@@ -24,7 +24,9 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
     "plan": {"grid": ("plan.grid", "expand a config into its runs and packs"),
              "cost": ("plan.cost", "project the GPU-hours of a config"),
              "slurm-profile": ("plan.slurm_profile", "install the SLURM profile once: "
-                               "then `snakemake --profile slurm all`")},
+                               "then `snakemake --profile slurm all`"),
+             "results": ("plan.results", "check that results/ holds this config's outputs "
+                         "or none")},
     "training": {"train": ("training.command", "train one pack of runs from a spec file"),
                  "cifar10-copy": ("training.cifar_copy", "build the offline CIFAR-10 copy "
                                   "from ../shared, with the manifest that verifies it")},

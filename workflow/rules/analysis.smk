@@ -126,10 +126,13 @@ rule judge_claims:
         runs=RUNS_TABLE,
         epochs=EPOCHS_TABLE,
         claims=PAPER_DIR / "claims.yaml",
+        config=CONFIG_FILE,
+        compared=config["compare_archives"],
     output:
         csv="results/claims/claims.csv",
         tex="results/claims/claims.tex",
         md="results/claims/claims.md",
+        values="results/claims/claims_values.csv",
     log:
         "logs/claims.log",
     localrule: True
@@ -137,7 +140,13 @@ rule judge_claims:
         "../../envs/analysis.yaml"
     params:
         initmem=INITMEM,
+        # reruns of the same config, judged each: a claim whose verdicts differ is "not robust"
+        compared=" ".join(
+            f"--archive {a} --label {a}" for a in config["compare_archives"]
+        ),
+        label=ARCHIVE or "results/runs",
     shell:
         "{params.initmem} claims --runs {input.runs} --epochs {input.epochs} "
+        "--label {params.label} {params.compared} --config {input.config} "
         "--claims {input.claims} --out-csv {output.csv} --out-tex {output.tex} "
-        "--out-md {output.md} > {log} 2>&1"
+        "--out-md {output.md} --out-values {output.values} > {log} 2>&1"

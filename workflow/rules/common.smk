@@ -53,7 +53,10 @@ FIGURES = range(1, 10)
 FIGURE_FILES = [
     f"results/figures/fig{n}.{ext}" for n in FIGURES for ext in ("pdf", "png")
 ]
-CLAIMS_FILES = [f"results/claims/claims.{ext}" for ext in ("csv", "tex", "md")]
+CLAIMS_FILES = [
+    *(f"results/claims/claims.{ext}" for ext in ("csv", "tex", "md")),
+    "results/claims/claims_values.csv",
+]
 # The paper's sources; everything generated goes to results/.
 PAPER_DIR = Path(workflow.basedir) / "paper"
 # When early-stopping runs are expected to stop (Table 5's best epochs + patience): the

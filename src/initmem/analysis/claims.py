@@ -1,16 +1,21 @@
-"""The paper's qualitative claims (paper/claims.yaml) judged on a runs table.
+"""The paper's qualitative claims (paper/claims.yaml) judged on one or more runs tables.
 
-Each claim holds, fails, or cannot be judged (its cells were not run, its presupposition
-failed at this scale, or there are too few seeds to estimate seed noise), with our values
-beside the paper's. The claims file's format is in its header; its schema is
-claims.schema.yaml beside this module.
-
-Seed noise: a cell's standard error at one sigma_w is its seed standard deviation over
-sqrt(n); a cell with one seed takes the standard deviation pooled over every (recipe,
-sigma_w) cell of the runs table with two or more seeds, and the verdict says so. A spread
-(max - min of k seed means) is "larger than seed noise" when it exceeds the 95% quantile of
-the range of k means of pure noise (the studentized range); a difference of two values
-when it exceeds 2 standard errors (the values' errors added in quadrature).
+A claim is judged in three steps:
+1. Its values are computed on its cells (a spread, a seed mean, ...) with their seed noise
+   (initmem.analysis.inference); a cell that was not run makes it "cannot be judged
+   (not run)".
+2. Its gates check the presuppositions per compared cell (initmem.analysis.gates): trained
+   as the sentence presupposes, a valid evaluation, the mechanism's clock in the paper's
+   regime. A failed gate: "cannot be judged (out of regime)", naming the gate, the cell and
+   the numbers.
+3. Each condition of `holds` is tested; Holm's correction within the claim:
+   holds      every condition's 95% interval lies on the claimed side (Holm-adjusted p)
+   fails      some condition's interval (Bonferroni level) excludes the claimed effect:
+              below half the paper's effect, or wholly outside an equivalence margin
+   cannot be judged (underpowered), otherwise: the interval covers both, with the seeds
+              per cell that would separate the paper's effect from zero at this noise.
+Several archives of one config are judged each; a claim whose verdicts differ is marked
+"not robust". The claims file's format is in its header; its schema is claims.schema.yaml.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,36 +32,25 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import yaml
-from scipy.stats import studentized_range
 
-from initmem.analysis import metrics
+from initmem.analysis import gates, inference, metrics
+from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.scorecard import tally
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
 from initmem.plan.inputs import load_yaml
-from initmem.vocabulary import FIVE_SIGMAS, GENERATED, SYNTHETIC_MARK
+from initmem.vocabulary import FIVE_SIGMAS, GENERATED, MISSING, SYNTHETIC_MARK
 
 SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
 VERDICTS = ("holds", "fails", "cannot be judged")
-CONDITION = re.compile(r"^(?P<lhs>.+?)\s*(?P<op>>=|<=|>>|~)\s*(?P<rhs>.+)$")
+CONDITION = re.compile(r"^(?P<lhs>.+?)\s*(?P<op>>=|<=|>>|~)\s*(?P<rhs>.+?)"
+                       r"(?:\s+within\s+(?P<margin>\d+(?:\.\d*)?(?:e-?\d+)?))?$")
 TERM = re.compile(r"([+-]?)\s*([A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d*)?(?:e-?\d+)?)")
 TEST_VALUE = "test_acc_best"
 
 
 class ClaimsError(InputError):
     """The claims file is malformed; the message names the claim and the key."""
-
-
-@dataclass(frozen=True)
-class Value:
-    """A value of a claim with its seed noise: `se` for differences, `null95` the largest
-    value seed noise alone reaches 95% of the time (spreads and deltas), `pooled` when
-    single-seed cells borrowed the pooled standard deviation."""
-
-    value: float
-    se: float = math.nan
-    null95: float = math.nan
-    pooled: bool = False
 
 
 class NotJudged(Exception):
@@ -90,15 +84,22 @@ def read_claims(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _check_names(claim: dict[str, Any]) -> None:
-    for name, spec in claim["values"].items():
-        if spec["cell"] not in claim["cells"]:
-            raise ClaimsError(f"claim {claim['id']}: value {name} uses cell {spec['cell']!r}; "
-                              f"its cells are {', '.join(claim['cells'])}")
-    for text in [*claim.get("requires", []), *claim["holds"]]:
+    cells = claim["cells"]
+    used = [spec["cell"] for spec in claim["values"].values()]
+    used += list(claim.get("gates", {}).get("trained", {}))
+    used += [c["cell"] for c in claim.get("gates", {}).get("clock", [])]
+    for cell in used:
+        if cell not in cells:
+            raise ClaimsError(f"claim {claim['id']}: cell {cell!r} is used but not defined; "
+                              f"its cells are {', '.join(cells)}")
+    for text in claim["holds"]:
         match = CONDITION.match(text)
         if match is None:
             raise ClaimsError(f"claim {claim['id']}: condition {text!r} is not 'a OP b' with "
-                              "OP one of >=, <=, >>, ~")
+                              "OP one of >=, <=, >>, ~ (with 'within m' after ~)")
+        if (match["op"] == "~") != (match["margin"] is not None):
+            raise ClaimsError(f"claim {claim['id']}: condition {text!r}: '~' needs its "
+                              "equivalence margin ('a ~ b within 1'), and only '~' takes one")
         for _, term in TERM.findall(match["lhs"] + " " + match["rhs"]):
             if not _is_number(term) and term not in claim["values"]:
                 raise ClaimsError(f"claim {claim['id']}: condition {text!r} names {term!r}; "
@@ -126,59 +127,16 @@ def select_cell(runs: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-def pooled_std(runs: pd.DataFrame) -> tuple[float, int]:
-    """Per-run std of test accuracy (pp) pooled over the (recipe, sigma_w) cells with two
-    or more seeds: sqrt of their df-weighted mean variance; and how many such cells."""
-    groups = runs.dropna(subset=[TEST_VALUE]).groupby([*metrics.recipe_keys(), "sigma_w"],
-                                                       dropna=False)[TEST_VALUE]
-    stats = pd.DataFrame({"var": groups.var(ddof=1), "n": groups.count()})
-    stats = stats[stats["n"] >= 2]
-    if stats.empty:
-        return math.nan, 0
-    df = stats["n"] - 1
-    return 100 * math.sqrt(float((stats["var"] * df).sum() / df.sum())), len(stats)
+def done_runs(cell: pd.DataFrame) -> pd.DataFrame:
+    """The cell's runs with a record; NotJudged when there are none."""
+    done = cell[cell["status"].ne(MISSING).fillna(False).to_numpy()]
+    if done.empty:
+        raise NotJudged("not run" if cell.empty else "no run has a record yet")
+    return done
 
 
 def _configurations(frame: pd.DataFrame) -> list[pd.DataFrame]:
-    keys = metrics.recipe_keys()
-    return [group for _, group in frame.groupby(keys, dropna=False, sort=True)]
-
-
-def _sigma_means(frame: pd.DataFrame, column: str, sigmas: tuple[float, ...],
-                 pooled: float) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Seed means (in %) and their standard errors at each sigma_w of one configuration."""
-    means, ses, borrowed = [], [], False
-    absent = []
-    for sigma in sigmas:
-        values = 100 * metrics.select(frame, sigma_w=sigma)[column].dropna().astype(float)
-        if values.empty:
-            absent.append(f"{sigma:g}")
-            continue
-        if len(values) >= 2:
-            se = float(values.std(ddof=1)) / math.sqrt(len(values))
-        else:
-            se, borrowed = pooled, True
-        means.append(float(values.mean()))
-        ses.append(se)
-    if absent:
-        raise NotJudged(f"no {column} at sigma_w {', '.join(absent)}")
-    return np.array(means), np.array(ses), borrowed
-
-
-def _range95(k: int) -> float:
-    """95% quantile of the range of k standard normals."""
-    return float(studentized_range.ppf(0.95, k, 1e6))
-
-
-def spread_value(frame: pd.DataFrame, pooled: float,
-                 sigmas: tuple[float, ...] = FIVE_SIGMAS) -> Value:
-    means, ses, borrowed = _sigma_means(frame, TEST_VALUE, sigmas, pooled)
-    hi, lo = int(np.argmax(means)), int(np.argmin(means))
-    if not np.isfinite(ses).all():
-        raise NotJudged("single-seed cells and no multi-seed cell to estimate seed noise from")
-    rms = float(np.sqrt(np.mean(ses ** 2)))
-    return Value(float(means[hi] - means[lo]), float(math.hypot(ses[hi], ses[lo])),
-                 _range95(len(sigmas)) * rms, borrowed)
+    return [group for _, group in frame.groupby(metrics.recipe_keys(), dropna=False, sort=True)]
 
 
 def _one(frame: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -189,201 +147,509 @@ def _one(frame: pd.DataFrame, what: str) -> pd.DataFrame:
     return configurations[0]
 
 
-def compute(spec: dict[str, Any], cell: pd.DataFrame, epochs: pd.DataFrame | None,
-            pooled: float) -> Value:
+def _by_sigma(frame: pd.DataFrame, column: str, sigmas: tuple[float, ...]
+              ) -> tuple[dict[float, np.ndarray], dict[float, np.ndarray]]:
+    """Each sigma_w's values (in %) and seeds; NotJudged names the sigma_w without runs."""
+    frame = frame.dropna(subset=[column])
+    sigma_w = frame["sigma_w"].to_numpy(float)
+    value, seed = 100 * frame[column].to_numpy(float), frame["seed"].to_numpy(int)
+    values, seeds, absent = {}, {}, []
+    for sigma in sigmas:
+        at = np.isclose(sigma_w, sigma, rtol=1e-9, atol=1e-12)  # as metrics.select matches
+        if not at.any():
+            absent.append(f"{sigma:g}")
+        values[sigma], seeds[sigma] = value[at], seed[at]
+    if absent:
+        raise NotJudged(f"no {column} at sigma_w {', '.join(absent)}")
+    return values, seeds
+
+
+def spread_of(configuration: pd.DataFrame) -> Estimate:
+    values, seeds = _by_sigma(configuration, TEST_VALUE, FIVE_SIGMAS)
+    return inference.spread(values, seeds)
+
+
+def delta_of(configuration: pd.DataFrame) -> Estimate:
+    """mean test accuracy at sigma_w 0.1 minus at 2.5 (pp), paired by seed when it can be."""
+    values, seeds = _by_sigma(configuration, TEST_VALUE, (0.1, 2.5))
+    low, high = values[0.1], values[2.5]
+    if sorted(seeds[0.1]) == sorted(seeds[2.5]):
+        return inference.mean(low[np.argsort(seeds[0.1])] - high[np.argsort(seeds[2.5])])
+    return inference.combine([(1.0, inference.mean(low)), (-1.0, inference.mean(high))])
+
+
+def compute(spec: dict[str, Any], cell: pd.DataFrame, epochs: pd.DataFrame | None) -> Estimate:
     """One value of a claim (see the claims file's header for each `stat`)."""
-    stat = spec["stat"]
-    done = cell[cell["status"].ne("missing").fillna(False).to_numpy()]
-    if done.empty:
-        raise NotJudged("not run" if cell.empty else "no run has a record yet")
+    stat, done = spec["stat"], done_runs(cell)
     if stat == "spread":
-        return spread_value(_one(done, "spread"), pooled)
+        return spread_of(_one(done, "spread"))
     if stat in ("max_spread", "min_spread"):
-        spreads = [spread_value(c, pooled) for c in _configurations(done)]
-        pick = max if stat == "max_spread" else min
-        return pick(spreads, key=lambda v: v.value)
-    if stat == "min_train_acc":
-        means, _, _ = _sigma_means(_one(done, stat), "train_acc_last", FIVE_SIGMAS, pooled)
-        return Value(float(means.min()))
-    if stat == "interpolated":
-        return Value(100 * float(done["tau_interp"].notna().mean()))
+        spreads = [spread_of(c) for c in _configurations(done)]
+        return (max if stat == "max_spread" else min)(spreads, key=lambda e: e.value)
     if stat == "train_acc_at":
-        means, _, _ = _sigma_means(_one(done, stat), "train_acc_last", (spec["sigma_w"],),
-                                   pooled)
-        return Value(float(means[0]))
-    if stat == "abs_delta":
-        means, ses, borrowed = _sigma_means(_one(done, stat), TEST_VALUE, (0.1, 2.5), pooled)
-        se = float(math.hypot(*ses))
-        return Value(float(abs(means[0] - means[1])), se, 1.96 * se, borrowed)
+        values, _ = _by_sigma(_one(done, stat), "train_acc_last", (spec["sigma_w"],))
+        return inference.mean(values[spec["sigma_w"]])
+    if stat == "delta":
+        return delta_of(_one(done, stat))
     if stat == "max_clock":
-        return Value(float(done[spec["clock"]].max()))
+        return inference.exact(float(done[spec["clock"]].max()))
     if stat == "beta_decay":
-        return Value(_beta_decay(_one(done, stat), epochs))
+        return inference.mean(beta_decays(_one(done, stat), epochs))
     raise ClaimsError(f"stat {stat!r} is not allowed")  # the schema's enum prevents this
 
 
-def _beta_decay(runs: pd.DataFrame, epochs: pd.DataFrame | None) -> float:
-    """Decades |beta(t)| falls: log10 of its peak over the first 10% of epochs over its
-    median over the last 10% (the macros' beta decades)."""
+def beta_window(history: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The first and last tenth of a configuration's epochs (the |beta(t)| windows)."""
+    epochs = np.sort(history["epoch"].unique())
+    tenth = max(1, len(epochs) // 10)
+    return (history[history["epoch"].isin(epochs[:tenth])],
+            history[history["epoch"].isin(epochs[-tenth:])])
+
+
+def beta_decays(runs: pd.DataFrame, epochs: pd.DataFrame | None) -> np.ndarray:
+    """Per seed, decades |beta(t)| = |d ValAcc / d sigma_w| falls: log10 of its peak over
+    the first 10% of epochs over its median over the last 10% (the macros' decades)."""
+    history = _history(runs, epochs)
+    decays = []
+    for _, seed_history in history.groupby("seed"):
+        beta = metrics.beta(seed_history).dropna(subset=["abs_beta"])
+        if beta["epoch"].nunique() >= 2:
+            first, last = beta_window(beta)
+            decays.append(math.log10(first["abs_beta"].max() / last["abs_beta"].median()))
+    if not decays:
+        raise NotJudged("fewer than two epochs with |beta(t)|")
+    return np.array(decays)
+
+
+def _history(runs: pd.DataFrame, epochs: pd.DataFrame | None) -> pd.DataFrame:
     if epochs is None:
         raise NotJudged("|beta(t)| needs the epochs table (--epochs)")
-    history = epochs[epochs["run_id"].isin(set(runs["run_id"]))]
-    beta = metrics.beta(history).dropna(subset=["abs_beta"]).sort_values("epoch")
-    if len(beta) < 2:
-        raise NotJudged("fewer than two epochs with |beta(t)|")
-    tenth = max(1, len(beta) // 10)
-    first, last = beta["abs_beta"].head(tenth).max(), beta["abs_beta"].tail(tenth).median()
-    return float(math.log10(first / last))
+    return epochs[epochs["run_id"].isin(set(runs["run_id"]))]
+
+
+# ------------------------------------------------------------------------------ gates
+
+def check_gates(claim: dict[str, Any], cells: dict[str, pd.DataFrame],
+                epochs: pd.DataFrame | None) -> list[gates.Gate]:
+    """Every gate of the claim on its compared cells (`cells`: each cell's runs; cells that
+    were not run are left to the values, which say so)."""
+    spec, results = claim.get("gates", {}), []
+    done = {name: _done_or_none(frame) for name, frame in cells.items()}
+    for name in dict.fromkeys(v["cell"] for v in claim["values"].values()):
+        if done[name] is not None:
+            results += gates.evaluation(name, done[name])
+    for value in claim["values"].values():
+        frame = done[value["cell"]]
+        if value["stat"] == "beta_decay" and frame is not None and epochs is not None:
+            first, _ = beta_window(_history(frame, epochs))
+            results.append(gates.evaluation_over_epochs(value["cell"], first))
+    for name, thresholds in spec.get("trained", {}).items():
+        if done[name] is not None:
+            results += gates.trained(name, done[name], thresholds)
+    for clock in spec.get("clock", []):
+        if done[clock["cell"]] is not None:
+            results.append(gates.clock(clock["cell"], done[clock["cell"]], clock))
+    return results
+
+
+def _done_or_none(cell: pd.DataFrame) -> pd.DataFrame | None:
+    try:
+        return done_runs(cell)
+    except NotJudged:
+        return None
 
 
 # ------------------------------------------------------------------------- conditions
 
-def _expression(text: str, values: dict[str, Value]) -> tuple[float, float, Value | None]:
-    """(value, standard error, the single Value when the expression is one name)."""
-    terms = TERM.findall(text)
-    total, variance, single = 0.0, 0.0, None
-    for sign, term in terms:
-        factor = -1.0 if sign == "-" else 1.0
-        if _is_number(term):
-            total += factor * float(term)
-            continue
-        v = values[term]
-        total += factor * v.value
-        variance += v.se ** 2
-        single = v if len(terms) == 1 else None
-    return total, math.sqrt(variance), single
+@dataclass
+class Condition:
+    """One condition of `holds`, tested: the estimate of lhs - rhs (an equivalence: of
+    lhs - rhs; a threshold: of the noisy side), its test and its plan."""
+
+    text: str
+    op: str
+    terms: list[tuple[float, str]]
+    offset: float  # constants moved out of an equivalence (~)
+    estimate: Estimate
+    threshold: float
+    test: inference.Test
+    effect: float | None  # the paper's value of the same quantity, where it gives every term
+    level: float = 1 - ALPHA
+    p_holm: float = math.nan
 
 
-def judge(text: str, values: dict[str, Value]) -> tuple[bool, str]:
-    """Whether one condition holds, and the numbers that decided it."""
+def _terms(text: str, sign: float) -> list[tuple[float, str]]:
+    return [(-sign if s == "-" else sign, t) for s, t in TERM.findall(text)]
+
+
+def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, float],
+                   level: float) -> Condition:
+    """lhs OP rhs as sum c_i value_i against a threshold (the constants moved right):
+    >> and >= ask for more (>>: refuted below half the paper's effect), <= for less, and
+    ~ for lhs - rhs within the margin (two one-sided tests)."""
     match = CONDITION.match(text)
-    lhs, lhs_se, single = _expression(match["lhs"], values)
-    rhs, rhs_se, _ = _expression(match["rhs"], values)
-    op, zero = match["op"], match["rhs"].strip() == "0"
-    if op == ">=":
-        return lhs >= rhs, f"{lhs:.3g} >= {rhs:.3g}"
-    if op == "<=":
-        return lhs <= rhs, f"{lhs:.3g} <= {rhs:.3g}"
-    if zero and single is not None and math.isfinite(single.null95):
-        bound = single.null95  # a spread or delta against what noise alone gives
+    terms = _terms(match["lhs"], 1.0) + _terms(match["rhs"], -1.0)
+    threshold = -sum(c * float(t) for c, t in terms if _is_number(t))
+    named = [(c, t) for c, t in terms if not _is_number(t)]
+    estimate = inference.combine([(c, values[t]) for c, t in named])
+    effect = (sum(c * paper[t] for c, t in named) - threshold
+              if all(t in paper for _, t in named) else None)
+    op, offset = match["op"], 0.0
+    if op == "~":
+        offset = threshold
+        estimate = replace(estimate, value=estimate.value - offset)
+        threshold = float(match["margin"])
+        test = inference.test_equivalent(estimate, threshold, level)
+    elif op == "<=":
+        test = inference.test_less(estimate, threshold, level)
     else:
-        bound = 2 * math.hypot(lhs_se, rhs_se)
-    if not math.isfinite(bound):
-        raise NotJudged(f"no seed noise for {text!r}")
-    if op == ">>":
-        return lhs - rhs > bound, f"{lhs - rhs:.3g} > {bound:.2g} (noise)"
-    return abs(lhs - rhs) <= bound, f"|{lhs - rhs:.3g}| <= {bound:.2g} (noise)"
+        refute = threshold + effect / 2 if op == ">>" and effect and effect > 0 else threshold
+        test = inference.test_greater(estimate, threshold, refute, level)
+    return Condition(text, op, named, offset, estimate, threshold, test, effect, level)
 
+
+def plan_seeds(condition: Condition, values: dict[str, Estimate], paper: dict[str, float],
+               planning: tuple[float, float], level: float) -> tuple[int | None, str]:
+    """Seeds per cell at which the condition would hold in 80% of studies if the paper's
+    values were true, at the 80% upper confidence limit of this study's seed noise (so that
+    a low draw of the noise does not promise too few seeds); and what the plan rests on."""
+    plans, borrowed = [], False
+    for c, name in condition.terms:
+        e = values[name]
+        if e.kind != "exact" and name not in paper:
+            return None, f"the paper gives no value of {name} to plan for"
+        if e.kind != "exact" and not e.known:
+            if not math.isfinite(planning[0]):
+                return None, "no multi-seed cell to estimate seed noise from"
+            e, borrowed = replace(e, sigma=planning[0], df=planning[1]), True
+        if e.kind != "exact":
+            e = replace(e, sigma=inference.upper_sigma(e.sigma, e.df))
+        plans.append(inference.Plan(c, e, paper.get(name, e.value)))
+    if condition.offset:
+        plans.append(inference.Plan(1.0, inference.exact(-condition.offset), -condition.offset))
+    single_spread = len(plans) == 1 and plans[0].template.kind == "spread"
+    op = {">>": ">", ">=": ">", "<=": "<"}.get(condition.op, "<" if single_spread else "~")
+    seeds = inference.seeds_needed(plans, op, condition.threshold, level)
+    note = ("at the 80% upper confidence limit of the seed noise; for single-seed cells that "
+            "of the study's multi-seed cells, for planning only" if borrowed else
+            "at the 80% upper confidence limit of the seed noise measured here")
+    return seeds, note
+
+
+def planning_sigma(runs: pd.DataFrame) -> tuple[float, float]:
+    """Per-run standard deviation of test accuracy (pp) pooled over the (recipe, sigma_w)
+    cells with two or more seeds, and its degrees of freedom: used only to plan seeds for
+    single-seed cells, never in a verdict."""
+    groups = runs.dropna(subset=[TEST_VALUE]).groupby([*metrics.recipe_keys(), "sigma_w"],
+                                                       dropna=False)[TEST_VALUE]
+    cells = pd.DataFrame({"var": groups.var(ddof=1), "n": groups.count()})
+    cells = cells[cells["n"] >= 2]
+    if cells.empty:
+        return math.nan, 0.0
+    df = cells["n"] - 1
+    return 100 * math.sqrt(float((cells["var"] * df).sum() / df.sum())), float(df.sum())
+
+
+# --------------------------------------------------------------------------- verdicts
 
 @dataclass
 class Verdict:
     claim: dict[str, Any]
     verdict: str
+    kind: str  # holds | fails | not run | out of regime | underpowered
     reason: str
-    values: dict[str, Value]
+    values: dict[str, Estimate]
+    gates: list[gates.Gate]
+    conditions: list[Condition]
+    seeds: int | None = None
 
     def row(self) -> dict[str, Any]:
         paper = self.claim.get("paper", {})
-        shown = "; ".join(f"{n} = {_fmt(v.value)}" + (f" (paper {_fmt(paper[n])})"
-                                                       if n in paper else "")
-                          for n, v in self.values.items())
         return {"id": self.claim["id"], "section": self.claim["section"],
-                "verdict": self.verdict, "reason": self.reason, "values": shown,
-                "paper": "; ".join(f"{n} = {_fmt(v)}" for n, v in paper.items()),
-                "holds_if": "; ".join(self.claim["holds"]),
-                **{f"ours.{n}": v.value for n, v in self.values.items()}}
+                "verdict": self.verdict, "kind": self.kind, "reason": self.reason,
+                "paper": "; ".join(f"{self.label(n)}: {_fmt(v)}" for n, v in paper.items()),
+                "ours": "; ".join(f"{self.label(n)}: {_shown(e)}"
+                                  for n, e in self.values.items()),
+                "gates": "; ".join(g.text() for g in self.gates),
+                "seeds_needed": self.seeds,
+                **{f"ours.{n}": e.value for n, e in self.values.items()},
+                **{f"ci_low.{n}": e.interval()[0] for n, e in self.values.items()},
+                **{f"ci_high.{n}": e.interval()[1] for n, e in self.values.items()}}
+
+    def label(self, name: str) -> str:
+        return self.claim["values"].get(name, {}).get("label", name.replace("_", " "))
 
 
 def _fmt(x: float) -> str:
-    return "nan" if not math.isfinite(x) else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+    if not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    x += 0.0  # no "-0"
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def _shown(e: Estimate) -> str:
+    """A value with its 95% interval, in words where it has none."""
+    if e.kind == "exact":
+        return _fmt(e.value)
+    if not e.known:
+        return f"{_fmt(e.value)} (one seed: no interval)"
+    lo, hi = e.interval()
+    return f"{_fmt(e.value)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def evaluate(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
-             pooled: tuple[float, int]) -> Verdict:
+             planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
+    cells = {name: select_cell(runs, spec) for name, spec in claim["cells"].items()}
     values, missing = {}, []
     for name, spec in claim["values"].items():
         try:
-            values[name] = compute(spec, select_cell(runs, claim["cells"][spec["cell"]]),
-                                   epochs, pooled[0])
+            values[name] = compute(spec, cells[spec["cell"]], epochs)
         except NotJudged as why:
-            missing.append(f"{name}: {why}")
+            missing.append(f"{spec.get('label', name)}: {why}")
+    checked = check_gates(claim, cells, epochs)
+    make = _maker(claim, values, checked)
     if missing:
-        return Verdict(claim, "cannot be judged", "; ".join(missing), values)
-    borrowed = [n for n, v in values.items() if v.pooled]
-    note = (f" (seed noise of {', '.join(borrowed)} pooled from {pooled[1]} multi-seed cells)"
-            if borrowed else "")
-    try:
-        for text in claim.get("requires", []):
-            ok, numbers = judge(text, values)
-            if not ok:
-                return Verdict(claim, "cannot be judged",
-                               f"presupposition {text} fails at this scale: {numbers}", values)
-        results = [(text, *judge(text, values)) for text in claim["holds"]]
-    except NotJudged as why:
-        return Verdict(claim, "cannot be judged", str(why), values)
-    failed = [f"{text}: {numbers}" for text, ok, numbers in results if not ok]
+        return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")
+    failed = [g for g in checked if g.passed is False]
     if failed:
-        return Verdict(claim, "fails", "not " + "; not ".join(failed) + note, values)
-    return Verdict(claim, "holds", "; ".join(n for _, _, n in results) + note, values)
+        return make("out of regime", "The paper's presuppositions do not hold here: "
+                    + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
+    m, paper = len(claim["holds"]), claim.get("paper", {})
+    conditions = [test_condition(t, values, paper, 1 - ALPHA / m) for t in claim["holds"]]
+    for condition, p in zip(conditions, inference.holm([c.test.p for c in conditions]),
+                            strict=True):
+        condition.p_holm = p
+    if all(c.p_holm <= ALPHA for c in conditions):
+        return make("holds", " ".join(_phrase(c, values, claim) for c in conditions),
+                    conditions)
+    refuted = [c for c in conditions if c.test.refuted]
+    if refuted:
+        return make("fails", " ".join(_refutation(c, values, claim) for c in refuted),
+                    conditions)
+    open_ = [c for c in conditions if not c.p_holm <= ALPHA]
+    plans = [plan_seeds(c, values, paper, planning, 1 - ALPHA / m) for c in open_]
+    seeds = [s for s, _ in plans]
+    need = max(seeds) if seeds and all(s is not None for s in seeds) else None
+    advice = (f"About {need} seeds per cell would separate the paper's effect from no effect "
+              f"({plans[0][1]})." if need else
+              "No seed count up to 200 separates the paper's effect here ("
+              + "; ".join(n for s, n in plans if s is None) + ").")
+    text = " ".join(_phrase(c, values, claim) for c in open_) + " " + advice
+    return make("underpowered", text, conditions, need)
+
+
+def _maker(claim: dict[str, Any], values: dict[str, Estimate], checked: list[gates.Gate]):
+    def make(kind: str, text: str, conditions: list[Condition] | None = None,
+             seeds: int | None = None) -> Verdict:
+        verdict = kind if kind in ("holds", "fails") else "cannot be judged"
+        lead = {"holds": "Holds.", "fails": "Fails."}.get(kind, f"Cannot be judged ({kind}).")
+        return Verdict(claim, verdict, kind, f"{lead} {text}", values, checked,
+                       conditions or [], seeds)
+    return make
+
+
+def _expression(condition: Condition, claim: dict[str, Any]) -> str:
+    labels = claim["values"]
+    parts = []
+    for c, name in condition.terms:
+        label = labels[name].get("label", name.replace("_", " "))
+        parts.append(("- " if c < 0 else "+ " if parts else "") + label)
+    return " ".join(parts)
+
+
+def _claimed(condition: Condition) -> str:
+    t = _fmt(condition.threshold)
+    return {">>": f"above {t}", ">=": f"at least {t}", "<=": f"below {t}"}.get(
+        condition.op, f"within +-{t}")
+
+
+def _phrase(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
+    lo, hi = condition.estimate.interval()
+    p = "" if math.isnan(condition.p_holm) else f", Holm p = {condition.p_holm:.2g}"
+    interval = ("one seed, so no interval" if not condition.estimate.known
+                else f"95% CI {_fmt(lo)} to {_fmt(hi)}{p}")
+    return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)} "
+            f"({interval}); claimed {_claimed(condition)}.")
+
+
+def _refutation(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
+    lo, hi = condition.test.interval
+    what = (f"half the paper's {_fmt(condition.effect)}"
+            if condition.op == ">>" and condition.effect and condition.effect > 0
+            else _claimed(condition))
+    return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)}; its "
+            f"{100 * condition.level:.3g}% interval {_fmt(lo)} to {_fmt(hi)} (Bonferroni over "
+            f"the claim's conditions) excludes {what}.")
 
 
 def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
               epochs: pd.DataFrame | None) -> pd.DataFrame:
-    pooled = pooled_std(runs)
-    return pd.DataFrame([evaluate(c, runs, epochs, pooled).row() for c in claims])
+    sigma = planning_sigma(runs)
+    return pd.DataFrame([evaluate(c, runs, epochs, sigma).row() for c in claims])
+
+
+def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
+    """Per claim, whether the verdicts of several archives agree."""
+    verdicts = pd.DataFrame({label: t.set_index("id")["verdict"] for label, t in tables.items()})
+    if len(tables) == 1:
+        return pd.Series("one archive", index=verdicts.index)
+
+    def say(row: pd.Series) -> str:
+        if row.nunique() == 1:
+            return f"robust: the same in {len(row)} archives"
+        return "not robust: " + ", ".join(f"{v} in {k}" for k, v in row.items())
+    return verdicts.apply(say, axis=1)
 
 
 # ------------------------------------------------------------------------------ output
 
+DISPLAY = ["id", "section", "paper", "ours", "gates", "verdict", "kind", "reason",
+           "seeds_needed"]
+
+
+def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
+    """Every value of every claim with its 95% interval and noise (claims_values.csv)."""
+    rows = []
+    for v in verdicts:
+        for name, e in v.values.items():
+            lo, hi = e.interval()
+            rows.append({"id": v.claim["id"], "value": name, "label": v.label(name),
+                         "estimate": e.value, "ci_low": lo, "ci_high": hi, "kind": e.kind,
+                         "seed_sd": e.sigma, "seeds": e.n, "df": e.df, "paired": e.paired,
+                         "paper": v.claim.get("paper", {}).get(name)})
+    return pd.DataFrame(rows)
+
+
+def gate_summary(gates_text: str) -> str:
+    """'trained: pass, evaluation: FAIL (sgd), clock: pass' from the gates column."""
+    out: dict[str, list[str]] = {}
+    for part in filter(None, str(gates_text).split("; ")):
+        name, rest = part.split(" (", 1)
+        cell, status = rest.split("): ", 1)
+        out.setdefault(name, [])
+        if status.startswith("FAIL") and cell not in out[name]:
+            out[name].append(cell)
+    return ", ".join(f"{n}: FAIL ({', '.join(c)})" if c else f"{n}: pass"
+                     for n, c in out.items())
+
+
 def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
+    rows = table.assign(gate_summary=table["gates"].map(gate_summary)).to_dict("records")
     return environment().get_template("claims.tex.j2").render(
-        rows=table.to_dict("records"), synthetic=synthetic, synthetic_mark=SYNTHETIC_MARK,
-        counts={v: int((table["verdict"] == v).sum()) for v in VERDICTS})
+        rows=rows, synthetic=synthetic, synthetic_mark=SYNTHETIC_MARK,
+        counts={v: int((table["verdict"] == v).sum()) for v in VERDICTS},
+        several="robustness" in table)
 
 
 def render_markdown(table: pd.DataFrame) -> str:
-    """The claims as a Markdown table (claim, section, ours with the paper's, verdict and
-    the comparison or the reason it cannot be judged)."""
-    def cell(text: str) -> str:
+    """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, the
+    gates, the verdict and its reason in a sentence."""
+    def cell(text: object) -> str:
         return str(text).replace("|", "\\|")
 
-    lines = ["| claim | section | ours (paper) | verdict | why |",
-             "| --- | --- | --- | --- | --- |"]
-    lines += [f"| `{r['id']}` | {r['section']} | {cell(r['values'])} | **{r['verdict']}** | "
-              f"{cell(r['reason'])} |" for r in table.to_dict("records")]
+    robust = "robustness" in table
+    head = "| claim | paper | ours [95% CI] | gates | verdict | why |" + (
+        " robustness |" if robust else "")
+    lines = [head, "|" + " --- |" * (7 if robust else 6)]
+    for r in table.to_dict("records"):
+        line = (f"| `{r['id']}` ({r['section']}) | {cell(r['paper'])} | {cell(r['ours'])} | "
+                f"{cell(gate_summary(r['gates']))} | **{r['verdict']}** | {cell(r['reason'])} |")
+        lines.append(line + (f" {cell(r['robustness'])} |" if robust else ""))
     return "\n".join(lines) + "\n"
 
 
-def write_claims(runs_path: str | Path, epochs_path: str | Path | None,
-                 claims_path: str | Path, out_csv: str | Path, out_tex: str | Path,
-                 out_md: str | Path | None = None) -> pd.DataFrame:
-    runs = pd.read_parquet(runs_path)
-    epochs = None
-    if epochs_path is not None:
-        epochs = pd.read_parquet(epochs_path, columns=[*metrics.recipe_keys(), "run_id",
-                                                       "epoch", "sigma_w", "val_acc"])
-    table = judge_all(read_claims(claims_path), runs, epochs)
-    for path in (out_csv, out_tex):
+@dataclass
+class Source:
+    """One runs table (with its epochs) to judge, and its name in the robustness column."""
+
+    label: str
+    runs: pd.DataFrame
+    epochs: pd.DataFrame | None
+
+
+def judge_sources(claims: list[dict[str, Any]], sources: list[Source]
+                  ) -> tuple[pd.DataFrame, list[Verdict]]:
+    """The first source's verdicts, with the agreement of all of them per claim."""
+    tables, first = {}, []
+    for source in sources:
+        sigma = planning_sigma(source.runs)
+        verdicts = [evaluate(c, source.runs, source.epochs, sigma) for c in claims]
+        tables[source.label] = pd.DataFrame([v.row() for v in verdicts])
+        first = first or verdicts
+    table = tables[sources[0].label]
+    if len(sources) > 1:
+        table = table.assign(robustness=robustness(tables).reindex(table["id"]).to_numpy())
+    return table, first
+
+
+def write_claims(sources: list[Source], claims_path: str | Path, out_csv: str | Path,
+                 out_tex: str | Path, out_md: str | Path | None = None,
+                 out_values: str | Path | None = None) -> pd.DataFrame:
+    table, verdicts = judge_sources(read_claims(claims_path), sources)
+    for path in filter(None, (out_csv, out_tex, out_md, out_values)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_csv, index=False)
-    synthetic = bool(runs["record_source"].astype("string").eq(GENERATED).any())
+    table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
+    synthetic = any(s.runs["record_source"].astype("string").eq(GENERATED).any() for s in sources)
     Path(out_tex).write_text(render_tex(table, synthetic))
     if out_md is not None:
         Path(out_md).write_text(render_markdown(table))
+    if out_values is not None:
+        value_rows(verdicts).to_csv(out_values, index=False)
     return table
 
 
+def epoch_columns() -> list[str]:
+    """What the claims read of the epochs table (|beta(t)| and its evaluation gate)."""
+    return list(dict.fromkeys([*metrics.recipe_keys(), "run_id", "epoch", "sigma_w", "seed",
+                               "val_acc"]))
+
+
+def read_sources(args: argparse.Namespace) -> list[Source]:
+    """The runs tables to judge: aggregated tables (--runs, with --epochs), then archives
+    of --config aggregated here (--archive); --label names them in that order."""
+    epochs = args.epochs or [None] * len(args.runs)
+    if len(epochs) != len(args.runs):
+        raise InputError(f"--epochs was given {len(epochs)} times for {len(args.runs)} "
+                         "--runs: give one per runs table, in the same order")
+    pairs = [(pd.read_parquet(r), None if e is None else
+              pd.read_parquet(e, columns=epoch_columns()))
+             for r, e in zip(args.runs, epochs, strict=True)]
+    if args.archive:
+        from initmem.records.aggregate import tables_from_archive
+        pairs += [tables_from_archive(args.config, a) for a in args.archive]
+    names = [*map(str, args.runs), *map(str, args.archive)]
+    labels = args.label or []
+    if len(labels) > len(names):
+        raise InputError(f"{len(labels)} --label for {len(names)} runs tables and archives")
+    names[:len(labels)] = labels
+    return [Source(name, runs, history) for name, (runs, history) in zip(names, pairs,
+                                                                           strict=True)]
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", required=True, help="results/aggregate/runs.parquet")
-    parser.add_argument("--epochs", help="results/aggregate/epochs.parquet (|beta(t)|)")
+    parser.add_argument("--runs", action="append", default=[],
+                        help="results/aggregate/runs.parquet (repeat for several studies)")
+    parser.add_argument("--epochs", action="append",
+                        help="results/aggregate/epochs.parquet (|beta(t)|), one per --runs")
+    parser.add_argument("--archive", action="append", type=Path, default=[],
+                        help="a runs archive of --config (repeat: reruns of one config)")
+    parser.add_argument("--config", type=Path, help="the config the archives were made from")
+    parser.add_argument("--label", action="append",
+                        help="a name per runs table, then per archive (robustness column)")
     parser.add_argument("--claims", default="paper/claims.yaml", help="the claims file")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
     parser.add_argument("--out-tex", required=True, help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
+    parser.add_argument("--out-values", help="every value with its 95%% interval (CSV)")
 
 
 def main(args: argparse.Namespace) -> int:
-    table = write_claims(args.runs, args.epochs, args.claims, args.out_csv, args.out_tex,
-                         args.out_md)
+    if not args.runs and not args.archive:
+        raise InputError("nothing to judge: give --runs (aggregated runs tables) or "
+                         "--archive with --config")
+    if args.archive and args.config is None:
+        raise InputError("--archive needs --config, the config the archives were made from")
+    table = write_claims(read_sources(args), args.claims, args.out_csv, args.out_tex,
+                         args.out_md, args.out_values)
     print(tally(table["verdict"], VERDICTS, "claims"))
     return 0

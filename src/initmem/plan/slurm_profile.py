@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -60,7 +61,8 @@ def install(dest: Path, text: str, force: bool) -> str:
             return f"{target} is already this profile; left unchanged"
         if not force:
             raise InputError(f"{target} exists and differs from the profile to write; "
-                             "keep it, or pass --force to replace it")
+                             "keep it, or pass --force to replace it (with make: "
+                             "make slurm-profile ... FORCE=1)")
     dest.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return f"wrote {target}"
@@ -83,5 +85,10 @@ def main(args: argparse.Namespace) -> int:
                         checked_name(args.partition, "partition"))
     print(install(args.dest or profile_dir(), text, args.force))
     print(text, end="")
+    if args.account is None or args.partition is None:
+        unset = [f"--{k}" for k in ("account", "partition") if getattr(args, k) is None]
+        print(f"note: no {' or '.join(unset)}: jobs go to the cluster's default account and "
+              "partition; to set them, rerun with them and --force (make slurm-profile "
+              "ACCOUNT=... PARTITION=... FORCE=1)", file=sys.stderr)
     print("now run, from this checkout: snakemake --profile slurm all")
     return 0

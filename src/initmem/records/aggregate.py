@@ -143,17 +143,28 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     runs = expand_runs(config)
     if args.archive:
-        if read_manifest(args.archive)["config"] != experiment_config(config):
-            print(f"warning: {args.archive} was made from another config; the runs it lacks "
-                  "count as missing. Its own config: python -m initmem archive config "
-                  f"{args.archive}", file=sys.stderr)
-        summaries, histories = read_archive(args.archive)
+        summaries, histories = _archive_records(config, args.archive)
     else:
         summaries, histories = read_folder_records(args.records, runs)
     table, epochs = aggregate(runs, summaries, histories)
     write_tables(table, epochs, args.runs, args.epochs)
     print(_report(table))
     return 0
+
+
+def _archive_records(config: dict[str, Any], archive: Path) -> tuple[pa.Table, pa.Table]:
+    if read_manifest(archive)["config"] != experiment_config(config):
+        print(f"warning: {archive} was made from another config; the runs it lacks "
+              "count as missing. Its own config: python -m initmem archive config "
+              f"{archive} --out archived.yaml", file=sys.stderr)
+    return read_archive(archive)
+
+
+def tables_from_archive(config_path: Path, archive: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs and epochs tables of an archive, in memory (as `initmem aggregate` writes)."""
+    config = load_config(config_path)
+    table, epochs = aggregate(expand_runs(config), *_archive_records(config, archive))
+    return table, epochs.to_pandas()
 
 
 def _report(table: pd.DataFrame) -> str:

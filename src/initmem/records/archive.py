@@ -161,6 +161,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("config", help="print the experiment config an archive was made "
                           "from (YAML, usable as --configfile)")
     show.add_argument("archive", type=Path)
+    show.add_argument("--out", type=Path,
+                      help="write it to this file (only once it is read: a bad archive "
+                           "leaves no empty file, as a shell redirect would)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -170,5 +173,9 @@ def main(args: argparse.Namespace) -> int:
     elif args.action == "unpack":
         print(f"{unpack(args.archive, args.out)} runs written under {args.out}")
     else:
-        print(yaml.safe_dump(read_manifest(args.archive)["config"], sort_keys=False), end="")
+        text = yaml.safe_dump(read_manifest(args.archive)["config"], sort_keys=False)
+        if args.out is None:
+            print(text, end="")
+        else:
+            args.out.write_text(text)
     return 0

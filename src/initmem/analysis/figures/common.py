@@ -163,6 +163,9 @@ def draw_curves(ax, curves: Iterable[Curve], value: str, scale: float = 1.0,
 
 
 def no_data(ax, text: str = "no data") -> None:
+    """Say why a panel is empty, with no y scale (matplotlib's default 0-1 would read as
+    a value range of the quantity the axis names)."""
+    ax.set_yticks([])
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center",
             color=style.MISSING_COLOR, fontsize=8)
 

@@ -49,15 +49,29 @@ class Table:
         return sorted({r for c in self.cells for r in c.missing})
 
 
+TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                "§": r"\S{}"}
+
+
+def tex_escape(text: object) -> str:
+    """Plain text as LaTeX prints it (the `tex` filter)."""
+    return "".join(TEX_SPECIALS.get(ch, ch) for ch in str(text))
+
+
 def environment() -> jinja2.Environment:
-    """Jinja with LaTeX-safe delimiters; an undefined name raises."""
-    return jinja2.Environment(
+    """Jinja with LaTeX-safe delimiters and a `tex` escaping filter; an undefined name
+    raises."""
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         block_start_string=r"\BLOCK{", block_end_string="}",
         variable_start_string=r"\VAR{", variable_end_string="}",
         comment_start_string=r"\#{", comment_end_string="}",
         line_comment_prefix="%#", trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, autoescape=False, undefined=jinja2.StrictUndefined)
+    env.filters["tex"] = tex_escape
+    return env
 
 
 def build(number: int, runs: pd.DataFrame | None, config: dict) -> Table:
