@@ -1,16 +1,81 @@
-"""Stand-ins for the tests: hand-made run records (simple, known values per epoch) and a
-CPU stand-in for the CUDA-graph step."""
+"""Stand-ins for the tests: hand-made run records (simple, known values per epoch), a
+tiny CIFAR-10 copy and a CPU stand-in for the CUDA-graph step."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 from initmem.plan.spec import Run
 from initmem.records.files import history_frame, summarize, write_records
-from initmem.training import step
+from initmem.training import data, step
+
+# Images per fake CIFAR-10 batch file (100 training, 20 test images): the official layout
+# scaled down, so a test sets data.IMAGES_PER_FILE to it.
+PER_BATCH = 20
+
+
+def write_batch(path: Path, label: str, images: np.ndarray, labels: list[int]) -> None:
+    with open(path, "wb") as fh:
+        pickle.dump({"batch_label": label, "labels": labels, "data": images,
+                     "filenames": [f"{i}.png" for i in range(len(labels))]}, fh)
+
+
+def fake_cifar(root: Path) -> dict[str, np.ndarray]:
+    """Write a tiny CIFAR-10 copy in torchvision's layout (each file with its official
+    batch_label and every class twice, in random order); return its images per file."""
+    folder = root / data.FOLDER
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    images = {}
+    for name, label in data.BATCH_LABELS.items():
+        images[name] = rng.integers(0, 256, (PER_BATCH, 3072), dtype=np.uint8)
+        labels = [int(v) for v in rng.permutation(np.arange(PER_BATCH) % 10)]
+        write_batch(folder / name, label, images[name], labels)
+    with open(folder / "batches.meta", "wb") as fh:
+        pickle.dump({"label_names": [f"c{i}" for i in range(10)]}, fh)
+    return images
+
+
+def swap(folder, a: str, b: str) -> None:
+    (folder / a).rename(folder / "swap")
+    (folder / b).rename(folder / a)
+    (folder / "swap").rename(folder / b)
+
+
+def foreign(folder) -> None:
+    """data_batch_2 replaced by a file of the right size and label, but three classes."""
+    write_batch(folder / "data_batch_2", data.BATCH_LABELS["data_batch_2"],
+                np.zeros((PER_BATCH, 3072), np.uint8), [i % 3 for i in range(PER_BATCH)])
+
+
+def truncated(folder) -> None:
+    """data_batch_3 cut off mid-pickle."""
+    path = folder / "data_batch_3"
+    path.write_bytes(path.read_bytes()[:500])
+
+
+def shortened(folder) -> None:
+    """data_batch_5 a whole pickle with one image fewer than the layout's."""
+    write_batch(folder / "data_batch_5", data.BATCH_LABELS["data_batch_5"],
+                np.zeros((PER_BATCH - 1, 3072), np.uint8), [i % 10 for i in range(PER_BATCH - 1)])
+
+
+# A copy damaged as a hostile user would: name -> (how, what the one line must say).
+DAMAGED_COPIES = {
+    "swapped": (lambda f: swap(f, "data_batch_1", "test_batch"),
+                ["data_batch_1 is labelled 'testing batch 1 of 1'",
+                 "test_batch is labelled 'training batch 1 of 5'"]),
+    "renamed": (lambda f: swap(f, "data_batch_2", "data_batch_3"),
+                ["data_batch_2 is labelled 'training batch 3 of 5'"]),
+    "foreign": (foreign, ["data_batch_2 holds 0.0% to 35.0% of a class"]),
+    "truncated": (truncated, ["data_batch_3 is corrupt or truncated"]),
+    "shortened": (shortened, ["data_batch_5 holds 19 images, not 20"]),
+}
 
 
 def fake_history(run: Run, epochs: int) -> pd.DataFrame:

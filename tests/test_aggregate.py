@@ -18,7 +18,9 @@ from initmem.records.files import (
     LATER_COLUMNS,
     RECORD_FILES,
     RecordError,
+    atomic_write_parquet,
     read_records,
+    read_sealed,
     sealed,
     summary_columns,
 )
@@ -67,6 +69,16 @@ def test_outcomes_are_the_summaries(tmp_path, runs):
     assert row["val_acc_best"] == pytest.approx(0.7)
     assert row["test_acc_best"] == summary["test_acc_best"].iloc[0]
     assert row["record_source"] == "generated"
+
+
+def test_summaries_from_before_data_verification_read_it_as_null(tmp_path, runs):
+    write_fake_run(tmp_path, runs[0])
+    path = tmp_path / runs[0].run_dir / "summary.parquet"
+    old = read_sealed(path).to_pandas().drop(columns=["data_verification"])
+    atomic_write_parquet(old, path)  # a summary as initmem wrote it before the column
+    assert read_records(tmp_path / runs[0].run_dir)[1]["data_verification"].isna().all()
+    table, _ = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))
+    assert table["data_verification"].isna().all() and table["status"].iloc[0] == "completed"
 
 
 def test_epochs_join_history_rows_with_their_run_spec(tmp_path, runs):

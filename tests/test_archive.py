@@ -66,13 +66,14 @@ def tar_with(path, members: dict[str, bytes]) -> None:
 
 
 @pytest.mark.parametrize(("members", "message"), [
-    ({}, "lacks manifest.json"),
+    ({}, "not a runs archive \\(it has no manifest.json\\)"),
     ({"manifest.json": b'{"format": "zip"}'}, "not a runs archive"),
     ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 0}).encode()},
      "schema_version 0"),
     ({"manifest.json": json.dumps({"format": archive.FORMAT, "schema_version": 2}).encode()},
      "manifest.json is damaged"),
-    ({"manifest.json": json.dumps(sealed_manifest()).encode()}, "lacks summary.parquet"),
+    ({"manifest.json": json.dumps(sealed_manifest()).encode()},
+     "damaged or incomplete runs archive: member summary.parquet cannot be read"),
 ])
 def test_a_bad_archive_says_what_is_wrong(tmp_path, members, message):
     tar_with(tmp_path / "bad.tar", members)

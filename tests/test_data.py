@@ -4,6 +4,7 @@ augmentation, minibatch order and per-run streams."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import pickle
 import urllib.error
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fakes import DAMAGED_COPIES, PER_BATCH, fake_cifar
 
+from initmem import cli
 from initmem.plan.spec import Recipe
 from initmem.training import data
 from initmem.training.data import (
@@ -29,30 +32,19 @@ from initmem.training.data import (
     synthetic_splits,
 )
 
-PER_BATCH = 20  # images per fake batch file: 100 training images, 20 test images
 pytestmark = pytest.mark.filterwarnings("ignore:using an unverified CIFAR-10 copy")
+
+
+@pytest.fixture(autouse=True)
+def small_batch_files(monkeypatch):
+    """The fake copies below are the official layout scaled down to PER_BATCH images a
+    file: every other layout rule (labels, class shares) holds as in the real files."""
+    monkeypatch.setattr(data, "IMAGES_PER_FILE", PER_BATCH)
 
 
 def recipe(**kw) -> Recipe:
     return Recipe(**{"family": "t", "arch": "resnet9", "optimizer": "sgd", "b": 8,
                      "epochs": 1, **kw})
-
-
-def fake_cifar(root) -> dict[str, np.ndarray]:
-    """Write a tiny CIFAR-10 copy in torchvision's layout; return its images per file."""
-    folder = root / data.FOLDER
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    images = {}
-    for name in (*data.TRAIN_FILES, "test_batch"):
-        images[name] = rng.integers(0, 256, (PER_BATCH, 3072), dtype=np.uint8)
-        labels = [int(v) for v in rng.integers(0, 10, PER_BATCH)]
-        with open(folder / name, "wb") as fh:
-            pickle.dump({"batch_label": name, "labels": labels, "data": images[name],
-                         "filenames": [f"{i}.png" for i in range(PER_BATCH)]}, fh)
-    with open(folder / "batches.meta", "wb") as fh:
-        pickle.dump({"label_names": [f"c{i}" for i in range(10)]}, fh)
-    return images
 
 
 SMALL = {"train_subset": 80, "eval_subset": 20}
@@ -66,18 +58,20 @@ def test_md5_table_is_torchvisions():
     assert official == data.MD5
 
 
-def test_unverified_copy_is_refused_naming_file_and_setting(tmp_path):
+def test_unverified_copy_is_refused_naming_files_and_setting(tmp_path):
     fake_cifar(tmp_path)
     with pytest.raises(DataError, match="data_batch_1") as err:
         load_splits(recipe(**SMALL), tmp_path)
-    assert "allow_unverified" in str(err.value) and "--allow-unverified" in str(err.value)
+    message = str(err.value)
+    assert "allow_unverified" in message and "--allow-unverified" in message
+    assert f"has no {data.MANIFEST}" in message and "\n" not in message
 
 
 def test_unverified_copy_loads_when_allowed(tmp_path):
     images = fake_cifar(tmp_path)
     with pytest.warns(UserWarning, match="unverified"):
         s = load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
-    assert s.source == "cifar10 (unverified copy)"
+    assert s.verification == "unverified"
     train_rows = np.concatenate([images[n] for n in data.TRAIN_FILES])
     train, val = split_indices(5 * PER_BATCH)
     test = images["test_batch"][data.test_indices(PER_BATCH)]
@@ -96,7 +90,34 @@ def test_verified_copy_loads_without_permission(tmp_path, monkeypatch):
     sums = {n: hashlib.md5((folder / n).read_bytes()).hexdigest() for n in data.MD5}
     monkeypatch.setattr(data, "MD5", sums)
     s = load_splits(recipe(**SMALL), tmp_path)
-    assert s.source == "cifar10 (MD5 verified)"
+    assert s.verification == "md5"
+
+
+def build_with_manifest(tmp_path, capsys) -> None:
+    """A fake copy through `initmem cifar10-copy`, with a builder that leaves it as it is."""
+    fake_cifar(tmp_path)
+    builder = tmp_path / "builder.py"
+    builder.write_text("")
+    assert cli.main(["cifar10-copy", str(tmp_path), "--builder", str(builder)]) == 0
+    assert data.MANIFEST in capsys.readouterr().out
+
+
+def test_a_copy_with_its_manifest_loads_without_permission(tmp_path, capsys):
+    build_with_manifest(tmp_path, capsys)
+    s = load_splits(recipe(**SMALL), tmp_path)
+    assert s.verification == "manifest"
+
+
+def test_a_file_changed_after_the_manifest_is_named_against_it(tmp_path, capsys):
+    build_with_manifest(tmp_path, capsys)
+    path = tmp_path / data.FOLDER / "data_batch_4"
+    path.write_bytes(path.read_bytes() + b"\0")  # a trailing byte pickle never reads
+    with pytest.raises(DataError) as err:
+        load_splits(recipe(**SMALL), tmp_path)
+    assert f"and data_batch_4 from the SHA-256 sums of its {data.MANIFEST}" in str(err.value)
+    with pytest.warns(UserWarning, match="data_batch_4 from the SHA-256 sums"):
+        assert load_splits(recipe(**SMALL), tmp_path,
+                           allow_unverified=True).verification == "unverified"
 
 
 def test_subsets_are_the_first_images(tmp_path):
@@ -120,7 +141,7 @@ def test_missing_root_says_how_to_get_the_data(tmp_path):
         load_splits(recipe(), tmp_path / "nowhere")
     message = str(err.value)
     for part in (str(tmp_path / "nowhere" / data.FOLDER), "download",
-                 f"make_cifar10_batches.py {tmp_path / 'nowhere'}", "synthetic"):
+                 f"cifar10-copy {tmp_path / 'nowhere'}", "synthetic"):
         assert part in message
     with pytest.raises(DataError, match="needs a root folder"):
         load_splits(recipe(), None)
@@ -134,12 +155,33 @@ def test_missing_file_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("allow", [False, True])
-def test_truncated_file_is_named(tmp_path, allow):
+@pytest.mark.parametrize("case", sorted(DAMAGED_COPIES))
+def test_a_damaged_copy_names_its_file_in_one_line_whatever_the_flag(tmp_path, capsys, case,
+                                                                     allow):
+    """A swapped, renamed, foreign or truncated batch file fails its layout check, with
+    or without allow_unverified, even with a manifest that vouches for every file's bytes
+    (as one written after the damage would)."""
+    damage, named = DAMAGED_COPIES[case]
     fake_cifar(tmp_path)
-    path = tmp_path / data.FOLDER / "data_batch_3"
-    path.write_bytes(path.read_bytes()[:500])
-    with pytest.raises(DataError, match="data_batch_3"):
+    folder = tmp_path / data.FOLDER
+    damage(folder)
+    sums = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in data.MD5}
+    (folder / data.MANIFEST).write_text(json.dumps({"format": data.MANIFEST_FORMAT,
+                                                    "sha256": sums}))
+    with pytest.raises(DataError) as err:
         load_splits(recipe(**SMALL), tmp_path, allow_unverified=allow)
+    message = str(err.value)
+    assert "\n" not in message and "not what their names say" in message
+    for words in named:
+        assert words in message
+
+
+def test_a_pickle_that_names_code_is_refused_without_running_it(tmp_path):
+    fake_cifar(tmp_path)
+    with open(tmp_path / data.FOLDER / "data_batch_1", "wb") as fh:
+        pickle.dump({"data": print}, fh)  # unpickling would look up builtins.print
+    with pytest.raises(DataError, match="data_batch_1 is corrupt.*builtins.print"):
+        load_splits(recipe(**SMALL), tmp_path, allow_unverified=True)
 
 
 def test_foreign_contents_are_refused(tmp_path):
@@ -204,7 +246,7 @@ def test_load_splits_synthetic_follows_the_recipe():
     s = load_splits(recipe(dataset="synthetic", train_subset=50, eval_subset=10), "ignored")
     assert (len(s.train_y), len(s.val_y), len(s.test_y)) == (50, 10, 10)
     assert torch.equal(s.train_x, synthetic_splits(50, 10, 10)[0][0])
-    assert s.source.startswith("synthetic")
+    assert s.verification == "synthetic"
     default = load_splits(recipe(dataset="synthetic"), None)
     assert (len(default.train_y), len(default.val_y), len(default.test_y)) == (2000, 500, 500)
     assert len(default.train_y) == recipe(dataset="synthetic").n_train

@@ -1,8 +1,12 @@
 """The input layer: exact spec round-trips, and every bad input one line with status 2.
 
-The catalogue feeds `initmem train` and `initmem grid` the malformed specs and configs a
-hostile user tried, and asserts one line on stderr, exit status 2, the key (or file)
-named, and nothing under the output folder changed.
+The catalogue feeds `initmem train`, `initmem grid` and Snakemake the malformed specs,
+configs and CIFAR-10 copies a hostile user tried (swapped, renamed, foreign, truncated
+batch files; an impossible width; a full disk for checkpoints and for records), and
+asserts one line on stderr, the exit status, the key (or file) named, and nothing under
+the output folder changed. Its other cases sit where their machinery is tested:
+test_integrity (damaged records and archive tar headers), test_verify (one line per run),
+test_resume (no checkpoint generation restores; a killed save's temporary file).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import tempfile
 
 import pytest
 import yaml
+from fakes import DAMAGED_COPIES, PER_BATCH, fake_cifar
 from workflow_helpers import TEST_CONFIG, snakemake
 
 from initmem import cli
@@ -25,6 +30,7 @@ from initmem.errors import InputError
 from initmem.plan import grid
 from initmem.plan.inputs import parse_yaml
 from initmem.plan.spec import Pack, Recipe, Run
+from initmem.training import data
 
 BASE = {"family": "t", "arch": "resnet9", "optimizer": "sgd", "b": 8, "epochs": 1,
         "width": 0.0625, "dataset": "synthetic", "train_subset": 16, "eval_subset": 8}
@@ -162,6 +168,25 @@ def test_a_data_root_that_is_a_file_is_named(tmp_path, capsys):
     assert f"{root} is a file" in err
 
 
+@pytest.mark.parametrize("allow", [[], ["--allow-unverified"]], ids=["refused", "allowed"])
+@pytest.mark.parametrize("case", sorted(DAMAGED_COPIES))
+def test_a_damaged_cifar10_copy_is_one_line_with_status_2(tmp_path, capsys, monkeypatch,
+                                                          case, allow):
+    """A swapped, renamed, foreign or truncated batch file: named in one line, with or
+    without --allow-unverified, before any output is written."""
+    monkeypatch.setattr(data, "IMAGES_PER_FILE", PER_BATCH)
+    damage, named = DAMAGED_COPIES[case]
+    root, out, spec_path = tmp_path / "cifar", tmp_path / "out", tmp_path / "spec.json"
+    fake_cifar(root)
+    damage(root / data.FOLDER)
+    spec_path.write_text(text_of(spec(dataset="cifar10", train_subset=16)))
+    code, err = run_cli(["train", str(spec_path), str(out), "--device", "cpu",
+                         "--data-root", str(root), *allow], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert all(words in err for words in named), err
+    assert not any(out.rglob("*.parquet"))
+
+
 CONFIG_CASES = {
     "duplicate key": (lambda text: text.replace("  pack_size: 2\n",
                                                 "  pack_size: 2\n  pack_size: 3\n"),
@@ -172,6 +197,14 @@ CONFIG_CASES = {
                                "sigma_sets.two"),
     "b above the training set": (lambda text: text.replace("b: 32", "b: 128"), "b=128"),
     "YAML syntax error": (lambda text: text + "families: [\n", "line"),
+    "width huge": (lambda text: text.replace("width: 0.125", "width: 1.0e+6"),
+                   "families.main: width=1e+06 is not allowed on a CPU training job"),
+    "width huge on a GPU": (lambda text: text.replace("width: 0.125", "width: 1.0e+6")
+                            .replace("device: cpu", "device: cuda")
+                            .replace("gpus_per_job: 0", "gpus_per_job: 1"),
+                            "width=1e+06 is not allowed on an H100-class GPU"),
+    "width past any float": (lambda text: text.replace("width: 0.125", "width: 1.0e300"),
+                             "needs more than any device has"),
 }
 
 
@@ -183,7 +216,7 @@ def test_bad_configs_are_one_line_with_status_2(tmp_path, capsys, case):
     code, err = run_cli(["grid", "--config", str(path), "--packs-dir", str(tmp_path / "p")],
                         capsys)
     assert code == 2, err
-    assert named in err, err
+    assert named in err.splitlines()[0], err
     assert not (tmp_path / "p").exists()
 
 
@@ -203,16 +236,35 @@ def train_tiny(tmp_path, capsys, out) -> tuple[int, str]:
                    capsys)
 
 
-def test_a_full_disk_is_one_line_naming_the_file_and_the_room_needed(tmp_path, capsys,
-                                                                     monkeypatch):
-    def full(_fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+def full_disk_for(monkeypatch, kind: str) -> None:
+    """fsync fails with a full disk for the temporary files whose name holds `kind`
+    (".ckpt." for checkpoints, ".parquet." for record files); others are written."""
+    fsync = os.fsync
+
+    def full(fd):
+        if kind in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        fsync(fd)
 
     monkeypatch.setattr(os, "fsync", full)
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_room_needed(tmp_path, capsys,
+                                                                     monkeypatch):
+    full_disk_for(monkeypatch, ".ckpt.")
     code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
     assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
-    assert str(tmp_path / "out") in err and "No space left" in err, err
-    assert "three copies of its checkpoint" in err
+    assert str(tmp_path / "out") in err and "latest.pt: No space left" in err, err
+    assert "two copies of the checkpoint of each of its packs" in err
+
+
+def test_a_full_disk_writing_a_record_gives_no_checkpoint_advice(tmp_path, capsys,
+                                                                monkeypatch):
+    full_disk_for(monkeypatch, ".parquet.")
+    code, err = train_tiny(tmp_path, capsys, tmp_path / "out")
+    assert code == cli.IO_EXIT and len(err.strip().splitlines()) == 1, err
+    assert "history.parquet: No space left on device; free space on that disk" in err, err
+    assert "checkpoint" not in err
 
 
 def test_a_read_only_output_folder_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
@@ -240,10 +292,15 @@ def test_a_closed_pipe_ends_quietly():
     assert proc.wait(timeout=120) == 0 and err == ""
 
 
-def test_snakemake_refuses_a_config_with_a_repeated_key(tmp_path):
+@pytest.mark.parametrize("case", ["duplicate key", "b bool", "width huge"])
+def test_snakemake_refuses_a_bad_config_in_one_line(tmp_path, case):
+    """Under Snakemake the same one line, and nothing of Snakemake's but its profile
+    notice: no frames before (or after) the line that names the key and value."""
+    edit, named = CONFIG_CASES[case]
     path = tmp_path / "config.yaml"
-    path.write_text(TEST_CONFIG.read_text().replace("  pack_size: 2\n",
-                                                    "  pack_size: 2\n  pack_size: 3\n"))
+    path.write_text(edit(TEST_CONFIG.read_text()))
     done = snakemake(tmp_path, path, "-n")
-    assert done.returncode != 0
-    assert "duplicate key 'pack_size'" in done.stdout + done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines()
+             if not line.startswith("Using profile")]
+    assert done.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and named in lines[0], lines

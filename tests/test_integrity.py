@@ -1,6 +1,8 @@
 """Records that cannot lie: a damaged byte of a record file or an archive is an error
 naming the file, never a changed number or a silently missing run."""
 
+import tarfile
+
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -110,6 +112,30 @@ def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
         finally:
             path.write_bytes(data)
     assert caught > 0
+
+
+def test_a_damaged_tar_header_says_the_archive_is_damaged(tmp_path, config):
+    """tar takes a header that fails its checksum for the archive's end, so the members
+    after it vanish: the message must say damaged, never that a member is absent."""
+    runs = grid.expand_runs(config)
+    for run in runs:
+        write_fake_run(tmp_path / "runs", run, epochs=3)
+    path = tmp_path / "runs.tar"
+    archive.pack(config, tmp_path / "runs", path)
+    with tarfile.open(path) as tar:
+        headers = {m.name: m.offset for m in tar.getmembers()}
+    for name in ("summary.parquet", "history.parquet"):
+        for position in range(headers[name], headers[name] + 512, 8):
+            data = flipped(path, position)
+            try:
+                archive.read_archive(path)
+            except RecordError as err:
+                assert "damaged" in str(err) and str(path) in str(err), (position, err)
+            finally:
+                path.write_bytes(data)
+    flipped(path, headers["history.parquet"])  # the member name's first byte
+    with pytest.raises(RecordError, match="member history.parquet cannot be read"):
+        archive.read_archive(path)
 
 
 def test_the_digest_is_of_the_content_not_the_encoding():

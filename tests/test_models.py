@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from initmem.plan import memory
 from initmem.plan.spec import Recipe
 from initmem.training.memory import parameter_count
 from initmem.training.models import (
@@ -38,6 +39,18 @@ def test_exact_counts_by_hand():
     assert keras_param_count(build_model(recipe("resnet56"), 3)) == 861_770
     # The memory bound counts the same tensors (not the last batch's variances).
     assert parameter_count(recipe("resnet56"), 3) == 3 * 861_770
+
+
+@pytest.mark.parametrize("arch", ["resnet9", "r9_avgpool", "resnet9_ln", "resnet56",
+                                  "resnet110"])
+def test_the_plans_closed_form_count_is_the_built_networks(arch):
+    """plan.memory counts parameters without torch (the plan refuses a width before any
+    spec is written); it must be what training builds, at odd widths too."""
+    for width in (0.01, 0.0625, 0.3, 1.0, 2.7):
+        with torch.device("meta"):
+            model = build_model(recipe(arch, width), 2)
+        built = sum(t.numel() for t in [*model.parameters(), *model.buffers()]) // 2
+        assert memory.parameter_count(recipe(arch, width)) == built, (arch, width)
 
 
 def test_tensorflow_same_padding():

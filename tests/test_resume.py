@@ -1,6 +1,7 @@
 """Checkpoints, resume, preemption: an interrupted pack ends bitwise equal to an
 uninterrupted one (on CPU), and a damaged checkpoint is detected and skipped."""
 
+import fcntl
 import hashlib
 import io
 import os
@@ -17,6 +18,7 @@ import pytest
 import stopping
 import torch
 
+from initmem.cli import main as command_line
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import checkpoint, command, data
@@ -139,14 +141,57 @@ def restores_badly(path: Path) -> None:  # loads, and fails midway through resto
     restores_badly,
 ], ids=["unpickles-not", "not-a-dict", "restores-not"])
 def test_a_checkpoint_that_fails_for_any_reason_falls_back(splits, uninterrupted, tmp_path,
-                                                           damage):
+                                                           damage, caplog):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     stopped_after(7, splits, out, ckpt)
     damage(ckpt / checkpoint.LATEST)
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     assert resumed.k == 5  # the previous generation: the end of epoch 1
+    assert f"{ckpt / checkpoint.LATEST}: " in caplog.text
+    assert "resuming from the older previous.pt instead" in caplog.text
     resumed.run()
     assert_same_records(uninterrupted[0], out)
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-10])
+
+
+@pytest.mark.parametrize("damage_previous", [truncate, restores_badly],
+                         ids=["checksum", "restores-not"])
+def test_no_generation_restoring_stops_before_anything_restarts(tmp_path, capsys,
+                                                                 damage_previous):
+    """Both generations damaged: one line naming each and what to do, exit status 2, no
+    record written and the checkpoints left for the user to look at or remove."""
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    PACK.dump(spec)
+    ckpt = out / ".checkpoints" / PACK.key
+    trainer = PackTrainer(PACK, data.load_splits(RECIPE, None), out, CPU,
+                          checkpoint_dir=ckpt, progress=False)
+    trainer._save()
+    trainer._save()
+    truncate(ckpt / checkpoint.LATEST)
+    damage_previous(ckpt / checkpoint.PREVIOUS)
+    code = command_line(["train", str(spec), str(out), "--device", "cpu", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{ckpt}: no checkpoint restores ({ckpt / checkpoint.LATEST}: checksum " in err
+    assert f"; {ckpt / checkpoint.PREVIOUS}: " in err and "remove the folder" in err
+    assert not (out / PACK.runs[0].run_dir).exists()
+    assert (ckpt / checkpoint.LATEST).exists() and (ckpt / checkpoint.PREVIOUS).exists()
+
+
+def test_resume_removes_a_killed_saves_temporary_file_but_not_one_in_flight(splits, tmp_path):
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stopped_after_7(splits, out, ckpt)
+    killed = ckpt / f"{checkpoint.TMP_PREFIX}killed.tmp"
+    killed.write_bytes(b"half a save")
+    in_flight = ckpt / f"{checkpoint.TMP_PREFIX}writing.tmp"
+    with open(in_flight, "wb") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # as another trainer's save holds it
+        resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+        assert resumed.k == 7
+        assert not killed.exists() and in_flight.exists()
 
 
 def test_a_checkpoint_of_another_pack_is_refused(splits, tmp_path):
@@ -220,7 +265,7 @@ def test_sigkill_at_random_points_loses_nothing(uninterrupted, tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
-    assert not folder.exists()  # removed after success
+    assert not (out / ".checkpoints").exists()  # removed after success, folders too
 
 
 @pytest.mark.slow
@@ -268,7 +313,7 @@ def test_a_job_of_two_packs_preempted_in_the_second_costs_the_first_nothing(
     assert retry.returncode == 0 and err.count("resumed from checkpoint") == 2, err
     assert_same_records(uninterrupted[0], out)
     assert (out / other.runs[0].run_dir / "summary.parquet").exists()
-    assert not any((out / ".checkpoints").iterdir())
+    assert not (out / ".checkpoints").exists()  # no empty folder left
 
 
 def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_path):
@@ -276,6 +321,7 @@ def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_
     assert_same_records(uninterrupted[0], tmp_path)
     _, summary = read_records(tmp_path / PACK.runs[0].run_dir)
     assert summary["determinism"].iloc[0].startswith("cpu: deterministic")
+    assert summary["data_verification"].iloc[0] == "synthetic"
 
 
 def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path):
@@ -300,7 +346,7 @@ def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path
         new = read_records(out / run.run_dir)[1]
         pd.testing.assert_frame_equal(old.drop(columns="wall_time_s"),
                                       new.drop(columns="wall_time_s"), check_exact=True)
-    assert not any((out / ".checkpoints").iterdir())
+    assert not (out / ".checkpoints").exists()  # no empty folder left
 
 
 @pytest.fixture(scope="module")

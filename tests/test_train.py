@@ -221,7 +221,7 @@ def test_a_pack_out_of_gpu_memory_trains_in_halves(tmp_path, monkeypatch, caplog
            "sub-packs of 2 and 1" in caplog.text
     for point in points:
         assert read_records(out / Run(recipe, *point).run_dir)[1]["status"].iloc[0] == "completed"
-    assert not list((out / ".checkpoints").iterdir())  # every part's checkpoint removed
+    assert not (out / ".checkpoints").exists()  # every part's checkpoint, and the folder
 
 
 def test_a_single_run_out_of_gpu_memory_is_named(tmp_path, monkeypatch, capsys):

@@ -3,13 +3,14 @@ folders and in an archive."""
 
 import dataclasses
 
+import pyarrow as pa
 import pytest
 from fakes import write_fake_run
 from workflow_helpers import TEST_CONFIG
 
 from initmem import cli
 from initmem.plan import grid
-from initmem.records import archive
+from initmem.records import archive, files
 from initmem.records.verify import verify_archive, verify_folders
 
 
@@ -55,3 +56,24 @@ def test_an_archive_good_missing_and_damaged(tmp_path, config, capsys):
     assert states(verify_archive(path, runs)) == {str(path): "damaged"}
     code = cli.main(["verify", "--config", str(TEST_CONFIG), "--archive", str(path)])
     assert code == 1 and "0 good, 0 missing, 1 damaged" in capsys.readouterr().out
+
+
+def test_one_line_per_run_whatever_the_error_text(tmp_path, config, capsys, monkeypatch):
+    """arrow's messages can hold newlines; verify's report stays one line per run."""
+    runs = grid.expand_runs(config)
+    for run in runs:
+        write_fake_run(tmp_path, run)
+    bad = tmp_path / runs[1].run_dir / "history.parquet"
+    parquet_file = files.pq.ParquetFile
+
+    def arrow_error(path, *args, **kwargs):
+        if path == bad:
+            raise pa.ArrowInvalid("deserialize thrift:\nTProtocolException: Invalid data\n")
+        return parquet_file(path, *args, **kwargs)
+
+    monkeypatch.setattr(files.pq, "ParquetFile", arrow_error)
+    code = cli.main(["verify", "--config", str(TEST_CONFIG), "--records", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1 and lines[-1] == "3 good, 0 missing, 1 damaged, 0 stale", lines
+    assert len(lines) == 2 and lines[0].startswith(f"damaged  {runs[1].run_id}: {bad}")
+    assert "unreadable (deserialize thrift: TProtocolException: Invalid data" in lines[0]

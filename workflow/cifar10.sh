@@ -34,9 +34,9 @@ check)
     ;;
 get)
     have_copy && exit 0
-    if [ -f "$OFFLINE" ]; then
+    if [ -f "$OFFLINE" ]; then  # with the manifest that verifies it (initmem.training.data)
         echo "CIFAR-10: building $ROOT from the offline copy ($OFFLINE)"
-        exec "$PYTHON" "$OFFLINE" "$ROOT"
+        exec "$PYTHON" -m initmem cifar10-copy "$ROOT" --builder "$OFFLINE"
     fi
     echo "CIFAR-10: downloading $URL into $ROOT (163 MB, MD5-checked)"
     exec "$PYTHON" -c "import sys; from torchvision.datasets import CIFAR10; \

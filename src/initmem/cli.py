@@ -27,7 +27,9 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
                                "then `snakemake --profile slurm all`"),
              "results": ("plan.results", "check that results/ holds this config's outputs "
                          "or none")},
-    "training": {"train": ("training.command", "train one pack of runs from a spec file")},
+    "training": {"train": ("training.command", "train one pack of runs from a spec file"),
+                 "cifar10-copy": ("training.cifar_copy", "build the offline CIFAR-10 copy "
+                                  "from ../shared, with the manifest that verifies it")},
     "records": {
         "aggregate": ("records.aggregate", "gather run records into runs/epochs tables"),
         "archive": ("records.archive", "pack or unpack the raw run records"),

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-NO_ROOM = ("free space on that disk or point the output elsewhere (training a pack needs "
-           "room for three copies of its checkpoint: the previous, the latest and the one "
-           "being written)")
+NO_ROOM = "free space on that disk or point the output elsewhere"
+FULL = (errno.ENOSPC, errno.EDQUOT)
 NO_WRITE = "make it writable, or choose another output folder"
 # errno -> what to do about it
 ADVICE = {
@@ -33,20 +32,26 @@ class InputError(ValueError):
 
 
 def describe_os_error(err: OSError) -> str:
-    """One line: the path (when known), what failed and what to do."""
+    """One line: the path (when known), what failed, what to do, and what `naming` noted
+    about that file."""
     where = f"{err.filename}: " if err.filename else ""
     what = err.strerror or str(err)
     advice = ADVICE.get(err.errno)
-    return f"{where}{what}" + (f"; {advice}" if advice else "")
+    notes = "".join(f" ({note})" for note in getattr(err, "__notes__", []))
+    return f"{where}{what}" + (f"; {advice}" if advice else "") + notes
 
 
 @contextmanager
-def naming(path: str | Path) -> Iterator[None]:
+def naming(path: str | Path, room: str = "") -> Iterator[None]:
     """Name `path` in an OSError raised inside: a write that finds the disk full names no
-    file, and a temporary file's random name says less than the file it becomes."""
+    file, and a temporary file's random name says less than the file it becomes. `room`:
+    the space files of this kind need, noted when the disk is full."""
     try:
         yield
     except OSError as err:
         if err.errno is None:
             raise
-        raise OSError(err.errno, err.strerror, str(path)) from err
+        named = OSError(err.errno, err.strerror, str(path))
+        if room and err.errno in FULL:
+            named.add_note(room)
+        raise named from err

@@ -1,7 +1,7 @@
-"""The words every stage shares, defined once: run statuses, record sources, the marks of
-generated or partial results, the interpolation threshold, BatchNorm's momentum, the
-paper's sigma_w grids, the key of a table cell, and the display names of architectures
-and configurations.
+"""The words every stage shares, defined once: run statuses, record sources, how the data
+was verified, the marks of generated or partial results, the interpolation threshold,
+BatchNorm's momentum, the paper's sigma_w grids, the key of a table cell, and the display
+names of architectures and configurations.
 
 Plain constants (no imports): the config schema's enums are checked against them
 (tests/test_layers.py), and the training, records and analysis layers all read them here.
@@ -15,6 +15,11 @@ RECORD_STATUSES = (COMPLETED, EARLY_STOPPED, DIVERGED)
 
 # Where a record came from: a training run, or the synthetic generator (never results).
 TRAINED, GENERATED = "trained", "generated"
+# How a run's data was verified (summary column data_verification): the official MD5 sums,
+# the SHA-256 manifest its offline builder wrote, neither (accepted by allow_unverified),
+# or generated data (nothing to verify).
+MD5_VERIFIED, MANIFEST_VERIFIED, UNVERIFIED, GENERATED_DATA = (
+    "md5", "manifest", "unverified", "synthetic")
 SYNTHETIC_MARK = r"\textcolor{red}{\textbf{SYNTHETIC DATA --- NOT RESULTS}}"
 
 INTERP_THRESHOLD = 0.995  # train accuracy that counts as interpolation (tau_interp)

@@ -14,15 +14,19 @@ from snakemake.utils import validate
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
+from initmem.errors import InputError
 from initmem.plan import cost, grid, inputs
 
 # Snakemake's YAML reader keeps the last of a repeated key silently: the package's
-# reader refuses it, naming the file and line.
-for path in workflow.configfiles:
-    inputs.load_yaml(path, "config")
-# First the errors that name the key, the bad value and what is allowed; then snakemake's
-# own check of the same schema, which fills in the defaults.
-grid.validate_config(config)
+# reader refuses it, naming the file and line. Then the errors that name the key, the bad
+# value and what is allowed, as the only output (Snakemake would put its frames first);
+# then snakemake's own check of the same schema, which fills in the defaults.
+try:
+    for path in workflow.configfiles:
+        inputs.load_yaml(path, "config")
+    grid.validate_config(config)
+except InputError as err:
+    sys.exit(f"error: {err}")
 validate(config, str(grid.SCHEMA_PATH))
 
 # Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,

@@ -35,8 +35,13 @@ def check_schema(config: Any) -> None:
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
     if errors:
-        lines = dict.fromkeys(describe(e) for e in errors)  # a $ref can report one twice
-        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+        raise invalid(dict.fromkeys(describe(e) for e in errors))  # a $ref can report one twice
+
+
+def invalid(problems: Iterable[str]) -> ConfigError:
+    """The error of a config with these problems: the first on the first line (what a
+    reader, or Snakemake's output, shows first), each other on a line of its own."""
+    return ConfigError("invalid config: " + "\n  ".join(problems))
 
 
 def describe(error: jsonschema.ValidationError) -> str:

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from initmem.plan.config import SCHEMA_PATH, ConfigError, check_schema, schema_defaults
+from initmem.plan import memory
+from initmem.plan.config import (
+    SCHEMA_PATH,
+    ConfigError,
+    check_schema,
+    invalid,
+    schema_defaults,
+)
 from initmem.plan.inputs import load_yaml
 from initmem.plan.spec import OPTIMIZERS, Pack, Recipe, Run, SpecError
 
@@ -41,6 +48,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     _check_names(config)
     runs = expand_runs(config)
     _check_duplicates(runs)
+    memory.check_config(config, dict.fromkeys(run.recipe for run in runs))
     return config
 
 
@@ -76,7 +84,7 @@ def _check_names(config: dict[str, Any]) -> None:
             problems.append(f"sigma_sets.{name}: stop={sigma['stop']!r} is not allowed; "
                             f"it must be >= start={sigma['start']!r}")
     if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+        raise invalid(problems)
 
 
 def _optimizer_mentions(config: dict[str, Any], fam: str) -> Iterator[tuple[str, list[str]]]:

@@ -112,7 +112,8 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     """The checked manifest, then the bytes of the named members."""
     try:
         with tarfile.open(path, mode="r:") as tar:
-            manifest = json.loads(_member(tar, path, "manifest.json"))
+            manifest = json.loads(_member(tar, "manifest.json", f"{path}: not a runs archive "
+                                          "(it has no manifest.json)"))
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "
@@ -121,17 +122,23 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
             if manifest.get("manifest_sha256") != _manifest_digest(manifest):
                 raise RecordError(f"{path}: manifest.json is damaged (it does not match its "
                                   "checksum); restore the archive from a good copy")
-            return manifest, *(_member(tar, path, name) for name in names)
+            # tar reads a damaged header after the first as the archive's end: a member
+            # it does not find behind a good manifest is damage more likely than absence
+            return manifest, *(_member(tar, name, f"{path}: damaged or incomplete runs "
+                                       f"archive: member {name} cannot be read (a damaged tar "
+                                       "header hides the members after it); restore the "
+                                       "archive from a good copy") for name in names)
     except (tarfile.TarError, OSError, UnicodeDecodeError, json.JSONDecodeError,
             pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
 
-def _member(tar: tarfile.TarFile, path: str | Path, name: str) -> bytes:
+def _member(tar: tarfile.TarFile, name: str, missing: str) -> bytes:
+    """The bytes of a member; RecordError(missing) when tar does not find it."""
     try:
         return tar.extractfile(name).read()
     except KeyError:
-        raise RecordError(f"{path}: runs archive lacks {name}") from None
+        raise RecordError(missing) from None
 
 
 def unpack(path: str | Path, out_root: str | Path) -> int:

@@ -34,6 +34,11 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     torch_version, python_version, initmem_version
     code_version               `git describe --always --dirty` of the checkout that
                                wrote the record ("unknown" outside a git checkout)
+    data_verification          how the training data was verified: md5 (the official
+                               release), manifest (the offline copy, by the SHA-256 sums
+                               its builder wrote), unverified (allowed by
+                               allow_unverified), synthetic; null in records older than
+                               the column and in generated ones
     record_source              trained | generated (synthetic records, never results)
     schema_version
 
@@ -98,10 +103,12 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "wall_time_s": "float64", "device": "string", "determinism": "string",
     "torch_version": "string",
     "python_version": "string", "initmem_version": "string", "code_version": "string",
-    "record_source": "string", "schema_version": "int64",
+    "data_verification": "string", "record_source": "string", "schema_version": "int64",
 }
-# Columns newer than schema 2: what a record without them reads there (not measured).
-LATER_COLUMNS = {"bn_var_ratio": math.nan, "bn_var_ratio_best": math.nan}
+# Columns newer than some records, with what such a record reads there: NaN for a
+# measurement schema 2 did not make, null for a data check it did not record.
+LATER_COLUMNS = {"bn_var_ratio": math.nan, "bn_var_ratio_best": math.nan,
+                 "data_verification": None}
 
 
 class RecordError(InputError):
@@ -111,6 +118,7 @@ class RecordError(InputError):
 def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
               diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
               device: str, determinism: str = "", torch_version: str | None = None,
+              data_verification: str | None = None,
               record_source: str = TRAINED) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history."""
     h = history.sort_values("epoch").reset_index(drop=True)
@@ -145,7 +153,8 @@ def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
         "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
         "torch_version": torch_version, **versions(),
-        "record_source": record_source, "schema_version": SCHEMA_VERSION,
+        "data_verification": data_verification, "record_source": record_source,
+        "schema_version": SCHEMA_VERSION,
     }
 
 
@@ -308,7 +317,8 @@ _ARROW_TYPES = {"string": pa.string(), "Int64": pa.int64(), "float64": pa.float6
 def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
     """Records (of `columns`: history or summary) written before some of their columns
     existed, with those columns: a recipe field of spec.LATER_FIELDS holds its default
-    (the value they were made with), a measurement of LATER_COLUMNS NaN (not measured)."""
+    (the value they were made with), a column of LATER_COLUMNS NaN or null (not measured,
+    not recorded)."""
     later = {**LATER_FIELDS, **LATER_COLUMNS}
     for name in [c for c in columns if c in later and c not in table.column_names]:
         column = pa.array([later[name]] * len(table), _ARROW_TYPES[columns[name]])

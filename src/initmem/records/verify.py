@@ -87,7 +87,9 @@ def verify_archive(path: str | Path, runs: list[Run]) -> list[Finding]:
 
 
 def report(findings: list[Finding]) -> str:
-    lines = [f"{f.state:<8} {f.where}: {f.detail}" for f in findings if f.state != GOOD]
+    # one line per run whatever the detail quotes (arrow's messages can hold newlines)
+    lines = [f"{f.state:<8} {f.where}: {' '.join(f.detail.split())}" for f in findings
+             if f.state != GOOD]
     counts = Counter(f.state for f in findings)
     lines.append(", ".join(f"{counts[s]} {s}" for s in (GOOD, MISSING, DAMAGED, STALE)))
     return "\n".join(lines)

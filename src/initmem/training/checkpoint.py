@@ -1,19 +1,22 @@
 """Checkpoints of a pack in training: atomic, checksummed, with one previous generation.
 
 A checkpoint file is a 64-byte hex SHA-256 of the payload, a newline, then the payload
-(torch.save of a plain dict). Saving writes a temporary file, fsyncs it and renames it
-over `latest.pt` after moving the old one to `previous.pt`; so a crash at any moment
-leaves at least one complete checkpoint. Loading verifies the checksum and falls back
-to the previous generation, naming the file it rejected, for any failure: unreadable,
-checksum mismatch, a payload that does not unpickle, or (trainer.PackTrainer) one that
-does not restore.
+(torch.save of a plain dict). Saving writes a temporary file (locked while it is
+written), fsyncs it and renames it over `latest.pt` after moving the old one to
+`previous.pt`; so a crash at any moment leaves at least one complete checkpoint, and at
+most the temporary file of the save it killed, which the next resume removes. Loading
+verifies the checksum and falls back to the previous generation, naming the file it
+rejected, for any failure: unreadable, checksum mismatch, a payload that does not
+unpickle, or (trainer.PackTrainer) one that does not restore; when no generation does,
+resuming stops with an error rather than start the pack over unasked.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
-import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -24,9 +27,11 @@ import torch
 
 from initmem.errors import InputError, naming
 
-log = logging.getLogger("initmem.checkpoint")
 LATEST, PREVIOUS = "latest.pt", "previous.pt"
 TMP_PREFIX = ".ckpt."  # a save's file until it is complete
+# What a job's checkpoints can take on disk (README "The disk fills up").
+ROOM = ("a training job needs room for two copies of the checkpoint of each of its packs "
+        "trained so far, the previous and the latest, and one more being written")
 
 
 class CheckpointError(InputError):
@@ -38,16 +43,17 @@ def save(folder: Path, payload: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     blob = buffer.getvalue()
-    with naming(folder / LATEST):
+    with naming(folder / LATEST, ROOM):
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
     try:
-        with naming(folder / LATEST), os.fdopen(fd, "wb") as fh:
+        with naming(folder / LATEST, ROOM), os.fdopen(fd, "wb") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # held until renamed: discard_partial skips it
             fh.write(hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
             fh.flush()
             os.fsync(fh.fileno())
-        if (folder / LATEST).exists():
-            os.replace(folder / LATEST, folder / PREVIOUS)
-        os.replace(tmp, folder / LATEST)
+            if (folder / LATEST).exists():
+                os.replace(folder / LATEST, folder / PREVIOUS)
+            os.replace(tmp, folder / LATEST)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -71,9 +77,9 @@ def read(path: Path) -> dict[str, Any]:
     return payload
 
 
-def generations(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """The checkpoints in `folder` that read, newest first; a file that does not read is
-    named in a warning and skipped."""
+def generations(folder: Path) -> Iterator[tuple[Path, dict[str, Any] | CheckpointError]]:
+    """Each checkpoint file in `folder`, newest first, with its payload or the error that
+    keeps it from reading."""
     for name in (LATEST, PREVIOUS):
         path = folder / name
         if not path.exists():
@@ -81,17 +87,38 @@ def generations(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         try:
             yield path, read(path)
         except CheckpointError as err:
-            log.warning("%s; falling back to an older checkpoint", err)
+            yield path, err
 
 
 def load_latest(folder: Path) -> dict[str, Any] | None:
-    """The newest good checkpoint in `folder`, or None when there is none to resume."""
-    return next((payload for _, payload in generations(folder)), None)
+    """The newest checkpoint in `folder` that reads, or None."""
+    return next((saved for _, saved in generations(folder) if isinstance(saved, dict)), None)
+
+
+def discard_partial(folder: Path) -> None:
+    """Delete the temporary files of saves that were killed midway (each a checkpoint's
+    size); a save in flight, of another trainer of the pack, holds its file's lock."""
+    for path in folder.glob(f"{TMP_PREFIX}*.tmp"):
+        try:
+            with open(path, "rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                path.unlink()
+        except (BlockingIOError, FileNotFoundError):  # in flight, or just renamed
+            continue
 
 
 def remove(folder: Path) -> None:
     """Delete the checkpoints, and the temporary file of a save that was killed midway."""
-    for path in [folder / LATEST, folder / PREVIOUS, *folder.glob(f"{TMP_PREFIX}*")]:
+    discard_partial(folder)
+    for path in (folder / LATEST, folder / PREVIOUS):
         path.unlink(missing_ok=True)
-    if folder.exists() and not any(folder.iterdir()):
+    remove_if_empty(folder)
+
+
+def remove_if_empty(folder: Path) -> None:
+    """Delete the folder when nothing is in it (another pack's checkpoints keep it)."""
+    try:
         folder.rmdir()
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+            raise

@@ -206,6 +206,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.keep_checkpoint:
         for part in trained:
             checkpoint.remove(root / part.key)
+    if args.checkpoint_dir is None:  # the default folder is ours to tidy; a named one stays
+        checkpoint.remove_if_empty(root)
     for s in summaries:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
                  s["tau_best"], s["test_acc_best"])

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
+import json
 import math
 import pickle
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,6 +35,7 @@ from torch import Tensor
 
 from initmem.errors import InputError
 from initmem.plan.spec import EVAL_SIZE, SYNTHETIC_EVAL_SIZE, SYNTHETIC_TRAIN_SIZE, Recipe
+from initmem.vocabulary import GENERATED_DATA, MANIFEST_VERIFIED, MD5_VERIFIED, UNVERIFIED
 
 FOLDER = "cifar-10-batches-py"
 # Official MD5 sums, as torchvision's CIFAR10 lists them (copied to avoid importing
@@ -46,6 +50,19 @@ MD5 = {
     "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
 }
 TRAIN_FILES = tuple(f"data_batch_{k}" for k in range(1, 6))
+# What each official batch file says it is: a swapped or renamed file shows here.
+BATCH_LABELS = {**{name: f"training batch {k} of 5" for k, name in enumerate(TRAIN_FILES, 1)},
+                "test_batch": "testing batch 1 of 1"}
+IMAGES_PER_FILE = 10_000
+# Each class's share of a batch file's labels: the official training files hold about
+# 9.4-10.4% (the test file 10%), the offline copy's 9.6-10.6%; outside these, it is foreign.
+CLASS_SHARE = (0.085, 0.115)
+# The offline copy's own checksums, written by `initmem cifar10-copy` after building it.
+MANIFEST = "initmem-manifest.json"
+MANIFEST_FORMAT = "initmem-cifar10-copy"
+BUILD_COMMAND = "initmem cifar10-copy"
+# What numpy's pickles of arrays name (numpy 1 and 2 module paths both start with numpy).
+NUMPY_PICKLE_NAMES = frozenset({"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"})
 SPLIT_SEED = 42
 PAD = 4  # reflect padding of the random crop
 STREAMS = ("init", "order", "augment")  # append only: a stream's seed depends on its index
@@ -68,7 +85,7 @@ class Splits:
     val_y: Tensor
     test_x: Tensor
     test_y: Tensor
-    source: str  # provenance, e.g. "cifar10 (MD5 verified)"
+    verification: str  # how the files were verified: md5, manifest, unverified, synthetic
 
 
 def as_float(x: Tensor) -> Tensor:
@@ -88,20 +105,21 @@ def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = Fal
     n_eval = recipe.eval_subset or (SYNTHETIC_EVAL_SIZE if synthetic else EVAL_SIZE)
     if synthetic:
         arrays = synthetic_splits(recipe.n_train, n_eval, n_eval)
-        source = f"synthetic (seed {SYNTHETIC_SEED})"
+        verification = GENERATED_DATA
     elif root is None:
         raise DataError("dataset cifar10 needs a root folder (config data.root, --data-root)")
     else:
-        arrays, source = _cifar10_splits(Path(root), download, allow_unverified,
-                                         (recipe.n_train, n_eval, n_eval))
+        arrays, verification = _cifar10_splits(Path(root), download, allow_unverified,
+                                               (recipe.n_train, n_eval, n_eval))
     cut = []
     for (x, y), n, name in zip(arrays, (recipe.n_train, n_eval, n_eval),
                                ("train", "validation", "test"), strict=True):
         if n > len(y):
-            raise DataError(f"the recipe asks for {n} {name} images but {source} has "
+            raise DataError(f"the recipe asks for {n} {name} images but the {recipe.dataset} "
+                            f"data ({verification}) has "
                             f"{len(y)}; set train_subset/eval_subset to at most {len(y)}")
         cut += [x[:n].to(device), y[:n].to(device)]
-    return Splits(*cut, source=source)
+    return Splits(*cut, verification=verification)
 
 
 # ----------------------------------------------------------------------------- CIFAR-10
@@ -122,25 +140,29 @@ def test_indices(n_test: int = EVAL_SIZE) -> np.ndarray:
 def _cifar10_splits(root: Path, download: bool, allow_unverified: bool,
                     sizes: tuple[int, int, int]):
     """(train, validation, test) arrays, each cut to the first n of its order (`sizes`;
-    more than a split holds keeps it whole, for load_splits to refuse): copying only
-    those images makes a small pack's data a fraction of a second."""
-    train_x, train_y, test_x, test_y, source = _cifar10_files(root, download,
-                                                              allow_unverified)
+    more than a split holds keeps it whole, for load_splits to refuse), and how the files
+    were verified: copying only those images makes a small pack's data a fraction of a
+    second."""
+    train_x, train_y, test_x, test_y, verification = _cifar10_files(root, download,
+                                                                    allow_unverified)
     train, val = split_indices(len(train_y))
     test = test_indices(len(test_y))
     cut = [(train_x, train_y, train), (train_x, train_y, val), (test_x, test_y, test)]
-    return [_tensors(x[order[:n]], y[order[:n]]) for (x, y, order), n in zip(cut, sizes,
-                                                                          strict=True)], source
+    arrays = [_tensors(x[order[:n]], y[order[:n]])
+              for (x, y, order), n in zip(cut, sizes, strict=True)]
+    return arrays, verification
 
 
 @functools.cache  # a job of several packs reads and checks the files once
 def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
-    """The checked training and test files' images and labels, and their provenance."""
+    """The checked training and test files' images and labels, and how they were
+    verified (vocabulary: md5, manifest or unverified)."""
     folder = root / FOLDER
     if root.exists() and not root.is_dir():
         raise DataError(f"the CIFAR-10 root {root} is a file; it must be the folder that "
                         f"holds {FOLDER} (config data.root, --data-root)")
-    if download and _unverified(folder):
+    present = all((folder / name).is_file() for name in MD5)
+    if download and (not present or _differing(_read_files(folder), MD5, hashlib.md5)):
         _download(root)
     if not folder.is_dir():
         raise DataError(f"CIFAR-10 not found: {folder} does not exist. {_how_to_get(root)}")
@@ -148,44 +170,96 @@ def _cifar10_files(root: Path, download: bool, allow_unverified: bool):
     if missing:
         raise DataError(f"CIFAR-10 copy in {folder} is incomplete: missing "
                         f"{', '.join(missing)}. {_how_to_get(root)}")
-    failing = _unverified(folder)
-    if failing and not allow_unverified:
-        raise DataError(
-            f"CIFAR-10 copy in {folder} does not match the official MD5 sums: "
-            f"{', '.join(str(folder / n) for n in failing)}. To accept an unverified copy "
-            "(such as the JPEG-derived one built from ../shared), set data.allow_unverified: "
-            "true in config.yaml or pass --allow-unverified (allow_unverified=True).")
-    if failing:
-        warnings.warn(f"using an unverified CIFAR-10 copy ({folder}): {', '.join(failing)} "
-                      "differ from the official release", stacklevel=3)
-    train_x, train_y = map(np.concatenate, zip(*(_read_batch(folder / f) for f in TRAIN_FILES),
-                                               strict=True))
-    test_x, test_y = _read_batch(folder / "test_batch")
-    source = "cifar10 (" + ("unverified copy" if failing else "MD5 verified") + ")"
-    return train_x, train_y, test_x, test_y, source
+    raw = _read_files(folder)
+    batches = read_batches(folder, raw)
+    verification = _verification(folder, raw, allow_unverified)
+    train_x, train_y = map(np.concatenate, zip(*(batches[f] for f in TRAIN_FILES), strict=True))
+    test_x, test_y = batches["test_batch"]
+    return train_x, train_y, test_x, test_y, verification
+
+
+def read_batches(folder: Path, raw: dict[str, bytes]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every batch file's images and labels, each checked for what its name says it is
+    (_layout_problem), whatever its checksums; DataError names every file that is not."""
+    batches, problems = {}, []
+    for name in BATCH_LABELS:
+        try:
+            batches[name] = _read_batch(name, raw[name])
+        except DataError as err:
+            problems.append(f"{name} {err}")
+    if problems:
+        raise DataError(f"CIFAR-10 copy in {folder} has files that are not what their names "
+                        f"say: {'; '.join(problems)}. Rebuild or re-download the copy")
+    return batches
+
+
+def _verification(folder: Path, raw: dict[str, bytes], allow_unverified: bool) -> str:
+    """md5 (the official release), manifest (as its builder wrote it) or, only when
+    allowed, unverified; otherwise DataError naming which files differ from what."""
+    if not _differing(raw, MD5, hashlib.md5):
+        return MD5_VERIFIED
+    manifest = _manifest_sums(folder)
+    if isinstance(manifest, dict) and not _differing(raw, manifest, hashlib.sha256):
+        return MANIFEST_VERIFIED
+    differs = _differences(folder, raw, manifest)
+    if not allow_unverified:
+        raise DataError(f"CIFAR-10 copy in {folder} is unverified: {differs}. Rebuild the "
+                        f"offline copy (`{BUILD_COMMAND} {folder.parent}`, which writes "
+                        f"{MANIFEST}), or to accept it as it is set data.allow_unverified: "
+                        "true in the config or pass --allow-unverified (allow_unverified=True)")
+    warnings.warn(f"using an unverified CIFAR-10 copy ({folder}): {differs}", stacklevel=4)
+    return UNVERIFIED
+
+
+def _differences(folder: Path, raw: dict[str, bytes], manifest: dict | str) -> str:
+    """Which files differ from the official MD5 sums and from the copy's manifest."""
+    against = f"{', '.join(_differing(raw, MD5, hashlib.md5))} differ from the official MD5 sums"
+    if isinstance(manifest, str):
+        return f"{against}, and {manifest}"
+    changed = _differing(raw, manifest, hashlib.sha256)
+    return f"{against}, and {', '.join(changed)} from the SHA-256 sums of its {MANIFEST}"
+
+
+def _differing(raw: dict[str, bytes], sums: dict[str, str], digest: Any) -> list[str]:
+    """The files whose bytes do not hash (by `digest`) to their entry of `sums`."""
+    return [name for name, data in raw.items() if digest(data).hexdigest() != sums.get(name)]
+
+
+def _read_files(folder: Path) -> dict[str, bytes]:
+    """The bytes of each file of the layout (read once: hashed, then unpickled)."""
+    return {name: (folder / name).read_bytes() for name in MD5}
+
+
+def _manifest_sums(folder: Path) -> dict[str, str] | str:
+    """file name -> SHA-256 from the copy's manifest, or why there are none."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return f"the copy has no {MANIFEST} (the offline builder writes one)"
+    try:
+        manifest = json.loads(path.read_text())
+        sums = manifest["sha256"] if manifest.get("format") == MANIFEST_FORMAT else None
+    except (ValueError, TypeError, KeyError, AttributeError, OSError):
+        sums = None
+    return sums if isinstance(sums, dict) else f"its {MANIFEST} does not read as one"
+
+
+def write_manifest(folder: Path, built_by: str) -> Path:
+    """Record the SHA-256 of every file of a copy just built, after checking each batch
+    file's layout: the loader then verifies the copy against it."""
+    raw = _read_files(folder)
+    read_batches(folder, raw)
+    manifest = {"format": MANIFEST_FORMAT, "built_by": built_by,
+                "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in raw.items()}}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return folder / MANIFEST
 
 
 def _how_to_get(root: Path) -> str:
     return ("Either download it (download=True, config data.download: true; needs network "
-            "access), build a local copy from ../shared with `python3 ../shared/data/"
-            f"make_cifar10_batches.py {root}` (then allow it with data.allow_unverified / "
-            "--allow-unverified: its pixels went through JPEG), point the `root` setting "
-            "(config data.root, --data-root) at an existing copy, or choose the synthetic "
-            "data set (recipe dataset: synthetic).")
+            f"access), build a local copy from ../shared with `{BUILD_COMMAND} {root}`, "
+            "point the `root` setting (config data.root, --data-root) at an existing copy, "
+            "or choose the synthetic data set (recipe dataset: synthetic).")
 
-
-def _unverified(folder: Path) -> list[str]:
-    """Names of the files that are missing or differ from the official MD5 sums."""
-    return [name for name, md5 in MD5.items()
-            if not (folder / name).is_file() or _md5(folder / name) != md5]
-
-
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _download(root: Path) -> None:
@@ -197,27 +271,54 @@ def _download(root: Path) -> None:
         raise DataError(
             f"downloading CIFAR-10 from {CIFAR10.url} into {root} failed: {err}. Without "
             "network access, point the `root` setting (data.root, --data-root) at a local "
-            f"copy (build one with `python3 ../shared/data/make_cifar10_batches.py {root}` and "
-            "allow it with data.allow_unverified), or choose the synthetic data set "
-            "(recipe dataset: synthetic).") from err
+            f"copy (build one with `{BUILD_COMMAND} {root}`), or choose the synthetic data "
+            "set (recipe dataset: synthetic).") from err
 
 
-def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Images (n, 3072) uint8 and labels (n,) of one pickled batch, checked for shape."""
+class _ArrayUnpickler(pickle.Unpickler):
+    """Plain data and numpy arrays only: a file that is checked because it may be foreign
+    must not run the code a pickle can name."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.split(".")[0] == "numpy" and name in NUMPY_PICKLE_NAMES:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which no CIFAR-10 batch does")
+
+
+def _read_batch(name: str, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Images (n, 3072) uint8 and labels (n,) of one pickled batch; DataError (its text
+    follows the file's name) when it is not the batch its name says."""
     try:
-        with open(path, "rb") as fh:
-            entry = pickle.load(fh, encoding="latin1")
+        entry = _ArrayUnpickler(io.BytesIO(raw), encoding="latin1").load()
         x = np.asarray(entry["data"])
         y = np.asarray(entry["labels"], dtype=np.int64)
+        label = entry.get("batch_label")
     except Exception as err:  # truncated or foreign file: pickle raises many kinds
-        raise DataError(f"CIFAR-10 file {path} is corrupt or truncated ({err!r}); "
-                        "rebuild or re-download the copy") from err
+        raise DataError(f"is corrupt or truncated ({type(err).__name__}: {err})") from None
     if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or y.shape != (len(x),) \
             or (y.size and (y.min() < 0 or y.max() > 9)):
-        raise DataError(f"CIFAR-10 file {path} has unexpected contents: data {x.dtype} "
-                        f"{x.shape}, {y.size} labels; expected uint8 (n, 3072) and n labels "
-                        "in 0..9")
+        raise DataError(f"has unexpected contents: data {x.dtype} {x.shape}, {y.size} labels; "
+                        "expected uint8 (n, 3072) and n labels in 0..9")
+    problem = _layout_problem(name, label, y)
+    if problem:
+        raise DataError(problem)
     return x, y
+
+
+def _layout_problem(name: str, label: object, y: np.ndarray) -> str | None:
+    """What makes a batch file's label or labels unlike the official file of that name:
+    its batch_label (a swapped or renamed file), its image count (a truncated one) or its
+    classes' shares (a foreign one); None when it looks right."""
+    if label != BATCH_LABELS[name]:
+        return f"is labelled {label!r}, not {BATCH_LABELS[name]!r} (a swapped or renamed file)"
+    if len(y) != IMAGES_PER_FILE:
+        return f"holds {len(y)} images, not {IMAGES_PER_FILE} (a truncated or foreign file)"
+    shares = np.bincount(y, minlength=10) / len(y)
+    low, high = CLASS_SHARE
+    if shares.min() < low or shares.max() > high:
+        return (f"holds {shares.min():.1%} to {shares.max():.1%} of a class; each class must "
+                f"be {low:.1%} to {high:.1%} of a file, as in the official ones (a foreign file)")
+    return None
 
 
 def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[Tensor, Tensor]:

@@ -21,12 +21,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from initmem.plan.memory import (
+    CIFAR_RESNET_CHANNELS,
+    DEPTHS,
+    NUM_CLASSES,
+    RESNET9_CHANNELS,
+    channels,
+)
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import BN_MOMENTUM
 
 NORM_EPSILON = 1e-3
 BIAS_STD = 0.2
-NUM_CLASSES = 10
 
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -198,13 +204,9 @@ class PackedNet(nn.Module):
                 p[i].copy_(draw * std)
 
 
-def _c(channels: int, width: float) -> int:
-    return max(1, round(channels * width))
-
-
 def resnet9_body(n: int, width: float, norm: str) -> tuple[nn.Module, int]:
     """The DAWNBench ResNet-9: prep 64; 128+pool+res; 256+pool; 512+pool+res."""
-    c64, c128, c256, c512 = (_c(c, width) for c in (64, 128, 256, 512))
+    c64, c128, c256, c512 = (channels(c, width) for c in RESNET9_CHANNELS)
 
     def block(c_in: int, c_out: int) -> nn.Sequential:
         return ConvNormReLU(n, c_in, c_out, norm)
@@ -223,7 +225,7 @@ def resnet9_body(n: int, width: float, norm: str) -> tuple[nn.Module, int]:
 def cifar_resnet_body(n: int, width: float, depth: int) -> tuple[nn.Module, int]:
     """He et al.'s CIFAR ResNet (6n+2 layers), as Keras' resnet_v1 example builds it."""
     blocks = (depth - 2) // 6
-    widths = [_c(c, width) for c in (16, 32, 64)]
+    widths = [channels(c, width) for c in CIFAR_RESNET_CHANNELS]
     layers: list[nn.Module] = [ConvNormReLU(n, 3, widths[0], "batch")]
     c_in = widths[0]
     for stage, c_out in enumerate(widths):
@@ -240,8 +242,7 @@ def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
     if arch in ("resnet9", "r9_avgpool", "resnet9_ln"):
         body, features = resnet9_body(n_runs, width, "layer" if arch == "resnet9_ln" else "batch")
         return PackedNet(n_runs, body, "avg" if arch == "r9_avgpool" else "max", features)
-    depth = {"resnet56": 56, "resnet110": 110}[arch]
-    body, features = cifar_resnet_body(n_runs, width, depth)
+    body, features = cifar_resnet_body(n_runs, width, DEPTHS[arch])
     return PackedNet(n_runs, body, "avg", features)
 
 

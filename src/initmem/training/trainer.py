@@ -310,7 +310,8 @@ class PackTrainer:
                             wall_time_s=self.elapsed_s, device=str(self.device),
                             determinism=f"{determinism_settings(self.device)}; "
                                         f"{self.train_step.describe()}",
-                            torch_version=torch.__version__)
+                            torch_version=torch.__version__,
+                            data_verification=self.splits.verification)
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
@@ -338,23 +339,28 @@ class PackTrainer:
             checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
 
     def _resume(self) -> None:
-        """Restore the newest checkpoint that restores; none in the folder: start over."""
+        """Restore the newest checkpoint that restores (none in the folder: start fresh);
+        when every one fails, stop with an error that says so before anything restarts."""
+        checkpoint.discard_partial(self.checkpoint_dir)
         failed = []
         for path, saved in checkpoint.generations(self.checkpoint_dir):
+            if isinstance(saved, checkpoint.CheckpointError):
+                failed.append(str(saved))
+                continue
             self._check_compatible(saved)
             try:
                 self._restore(saved)
             except Exception as err:  # any malformed payload: an older generation may be whole
-                log.warning("%s: does not restore (%s: %s); falling back to an older "
-                            "checkpoint", path, type(err).__name__, err)
-                failed.append(path.name)
+                failed.append(f"{path}: does not restore ({type(err).__name__}: {err})")
                 continue
+            for reason in failed:
+                log.warning("%s; resuming from the older %s instead", reason, path.name)
             log.info("resumed from checkpoint %s at epoch %d, update %d", path.name,
                      self.epoch, self.k)
             return
-        if failed:  # a partial restore left this trainer neither fresh nor resumed
+        if failed:  # damaged generations: restarting would silently discard their training
             raise checkpoint.CheckpointError(
-                f"{self.checkpoint_dir}: no checkpoint restores ({', '.join(failed)}); "
+                f"{self.checkpoint_dir}: no checkpoint restores ({'; '.join(failed)}); "
                 "remove the folder to start the pack over")
 
     def _check_compatible(self, saved: dict[str, Any]) -> None:

@@ -1,0 +1,109 @@
+"""A run's memory, bounded from below from its recipe alone, and the plan's check of it.
+
+A width typed a few digits too long asks for 10^17 bytes. The bound counts only what
+training cannot do without (float32 weights, their gradients and two optimizer moments,
+as Adam keeps), from the networks' layer shapes in closed form, so the plan refuses such
+a width before any spec is written (`initmem grid`, the workflow's config check) and
+`initmem train` refuses it against the device it runs on (training.memory). A run it
+passes may still run out of GPU memory: that case trains as halves
+(training.command.halves_after_oom). tests/test_models.py holds the count to the
+networks that training builds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from initmem.errors import InputError
+from initmem.plan.config import ConfigError
+from initmem.plan.spec import Recipe
+
+FLOAT_BYTES = 4
+STATE_COPIES = 4  # weights, gradients, and an optimizer's first and second moments
+NUM_CLASSES = 10
+# Channels of the networks at width 1 (the paper's), before the width multiplier.
+RESNET9_CHANNELS = (64, 128, 256, 512)
+CIFAR_RESNET_CHANNELS = (16, 32, 64)
+DEPTHS = {"resnet56": 56, "resnet110": 110}
+# The memory of the device class a config's jobs take a GPU of: an H100-class GPU, the
+# device the built-in cost model is of.
+GPU_CLASS_BYTES = 80 * 2**30
+
+
+def channels(c: int, width: float) -> int:
+    """A layer's channels at the width multiplier (at least one)."""
+    return max(1, round(c * width))
+
+
+def parameter_count(recipe: Recipe) -> int:
+    """Parameters and buffers of one run of the recipe's network (BatchNorm: gamma, beta
+    and two moving statistics per channel; LayerNorm: gamma and beta)."""
+    if recipe.arch in DEPTHS:
+        convs, features = _cifar_resnet_convs(recipe.width, DEPTHS[recipe.arch])
+        per_channel = 4
+    else:
+        c64, c128, c256, c512 = (channels(c, recipe.width) for c in RESNET9_CHANNELS)
+        convs = [(3, c64, 3), (c64, c128, 3), (c128, c128, 3), (c128, c128, 3),
+                 (c128, c256, 3), (c256, c512, 3), (c512, c512, 3), (c512, c512, 3)]
+        features, per_channel = c512, 2 if recipe.arch == "resnet9_ln" else 4
+    kernels = sum(c_in * c_out * k * k + c_out for c_in, c_out, k in convs)
+    norms = per_channel * sum(c_out for _, c_out, k in convs if k == 3)
+    return kernels + norms + (features + 1) * NUM_CLASSES
+
+
+def _cifar_resnet_convs(width: float, depth: int) -> tuple[list[tuple[int, int, int]], int]:
+    """(c_in, c_out, kernel) of every conv of He et al.'s CIFAR ResNet, and its features:
+    3x3 convs are normalised, 1x1 shortcuts (where a block strides or widens) are not."""
+    stages = [channels(c, width) for c in CIFAR_RESNET_CHANNELS]
+    convs, c_in = [(3, stages[0], 3)], stages[0]
+    for stage, c_out in enumerate(stages):
+        for block in range((depth - 2) // 6):
+            convs += [(c_in, c_out, 3), (c_out, c_out, 3)]
+            strided = stage > 0 and block == 0
+            convs += [(c_in, c_out, 1)] if strided or c_in != c_out else []
+            c_in = c_out
+    return convs, c_in
+
+
+def least_bytes(recipe: Recipe) -> float:
+    """A lower bound of the memory one run of the recipe needs to train; inf for a width
+    whose count no float holds."""
+    try:
+        return float(parameter_count(recipe) * FLOAT_BYTES * STATE_COPIES)
+    except OverflowError:  # round() of an infinite channel count, or float() of a huge one
+        return math.inf
+
+
+def check_fits(recipe: Recipe, have: int, device: str, remedy: str = "") -> None:
+    """InputError naming the width when even one run needs more than `have` bytes of
+    `device`; `remedy` adds another way out than a smaller width."""
+    need = least_bytes(recipe)
+    if need > have:
+        needed = "more than any device has" if math.isinf(need) else f"at least {gib(need)}"
+        raise InputError(f"width={recipe.width:g} is not allowed on {device}: one run of "
+                         f"{recipe.arch} at this width needs {needed} for its parameters "
+                         f"and optimizer state, and {device} has {gib(have)}; width must be "
+                         f"smaller (1 is the paper's network){remedy}")
+
+
+def check_config(config: dict[str, Any], recipes: Iterable[Recipe]) -> None:
+    """ConfigError naming the family of the first recipe that needs more than the memory
+    of the device class the config trains on: an H100-class GPU where its jobs take a
+    GPU, else the job's execution.mem_mb."""
+    execution = config["execution"]
+    if execution["device"] == "cpu" or execution["gpus_per_job"] == 0:
+        have, device = execution["mem_mb"] * 2**20, "a CPU training job"
+        remedy = f", or execution.mem_mb (now {execution['mem_mb']}) larger"
+    else:
+        have, device, remedy = GPU_CLASS_BYTES, "an H100-class GPU", ""
+    for recipe in recipes:
+        try:
+            check_fits(recipe, have, device, remedy)
+        except InputError as err:
+            raise ConfigError(f"families.{recipe.family}: {err}") from None
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB"
