@@ -41,7 +41,8 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "figure": ("analysis.figures", "draw one of Figures 1-9"),
         "macros": ("analysis.macros", "write the numbers quoted in the paper's prose"),
         "scorecard": ("analysis.scorecard", "compare reproduced and published numbers"),
-        "claims": ("analysis.claims", "judge the paper's claims on a runs table")},
+        "claims": ("analysis.claims_command", "judge the paper's claims on runs tables or "
+                   "archives, or plan what a config can judge (--plan)")},
     "paper": {"paper": ("paper", "write the paper's run status, or build its PDF"),
               "report": ("paper.report", "the HTML report's pages, or check it in Chromium")},
 }

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from initmem.analysis import claims as judge
@@ -183,8 +182,3 @@ def render_markdown(plan: pd.DataFrame, device: str) -> str:
     lines += [f"| `{r['id']}` | {r['plan']} | {r['device_hours']:.3g} | {r['seeds']} |"
               for r in plan.to_dict("records")]
     return "\n".join(lines) + "\n"
-
-
-def seeds_noise(runs: pd.DataFrame | None) -> float:
-    """A planning noise from a reference table's multi-seed cells (np.nan without)."""
-    return np.nan if runs is None else judge.planning_sigma(runs)[0]

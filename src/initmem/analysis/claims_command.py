@@ -1,0 +1,108 @@
+"""`initmem claims`: judge the paper's claims on runs tables or archives, or plan which
+claims a config can judge before it is trained (`--plan`). The engine is
+initmem.analysis.claims, the plan initmem.analysis.design."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from initmem.analysis import design, metrics
+from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
+from initmem.analysis.scorecard import tally
+from initmem.errors import InputError
+from initmem.plan import cost
+from initmem.plan.grid import load_config
+from initmem.records.aggregate import tables_from_archive
+
+
+def epoch_columns() -> list[str]:
+    """What the claims read of the epochs table (|beta(t)| and its evaluation gate)."""
+    return list(dict.fromkeys([*metrics.recipe_keys(), "run_id", "epoch", "sigma_w", "seed",
+                               "val_acc"]))
+
+
+def read_sources(args: argparse.Namespace) -> list[Source]:
+    """The runs tables to judge: aggregated tables (--runs, with --epochs), then archives
+    of --config aggregated here (--archive); --label names them in that order."""
+    epochs = args.epochs or [None] * len(args.runs)
+    if len(epochs) != len(args.runs):
+        raise InputError(f"--epochs was given {len(epochs)} times for {len(args.runs)} "
+                         "--runs: give one per runs table, in the same order")
+    pairs = [(pd.read_parquet(r), None if e is None else
+              pd.read_parquet(e, columns=epoch_columns()))
+             for r, e in zip(args.runs, epochs, strict=True)]
+    if args.archive:
+        pairs += [tables_from_archive(args.config, a) for a in args.archive]
+    names = [*map(str, args.runs), *map(str, args.archive)]
+    labels = args.label or []
+    if len(labels) > len(names):
+        raise InputError(f"{len(labels)} --label for {len(names)} runs tables and archives")
+    names[:len(labels)] = labels
+    return [Source(name, runs, history) for name, (runs, history) in zip(names, pairs,
+                                                                           strict=True)]
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", action="append", default=[],
+                        help="results/aggregate/runs.parquet (repeat for several studies)")
+    parser.add_argument("--epochs", action="append",
+                        help="results/aggregate/epochs.parquet (|beta(t)|), one per --runs")
+    parser.add_argument("--archive", action="append", type=Path, default=[],
+                        help="a runs archive of --config (repeat: reruns of one config)")
+    parser.add_argument("--config", type=Path, help="the config the archives were made from")
+    parser.add_argument("--label", action="append",
+                        help="a name per runs table, then per archive (robustness column)")
+    parser.add_argument("--claims", default="paper/claims.yaml", help="the claims file")
+    parser.add_argument("--plan", action="store_true",
+                        help="before training: what --config can judge, per claim (its "
+                             "cells, clocks, BatchNorm updates, seeds against the power "
+                             "needed, device-hours); writes --out-csv and --out-md")
+    parser.add_argument("--noise-from", type=Path,
+                        help="--plan: a runs table or archive whose cells give the seed noise "
+                             "to plan with (its own config)")
+    parser.add_argument("--noise-sd", type=float, default=2.0,
+                        help="--plan: the seed noise (pp) where --noise-from has no "
+                             "multi-seed cell like the claim's (default %(default)s)")
+    parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
+    parser.add_argument("--out-tex", help="the claims table (claims.tex)")
+    parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
+    parser.add_argument("--out-values", help="every value with its 95%% interval (CSV)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.plan:
+        return plan(args)
+    if args.out_tex is None:
+        raise InputError("--out-tex is required (the PDF's claims table)")
+    if not args.runs and not args.archive:
+        raise InputError("nothing to judge: give --runs (aggregated runs tables) or "
+                         "--archive with --config")
+    if args.archive and args.config is None:
+        raise InputError("--archive needs --config, the config the archives were made from")
+    table = write_claims(read_sources(args), args.claims, args.out_csv, args.out_tex,
+                         args.out_md, args.out_values)
+    print(tally(table["verdict"], VERDICTS, "claims"))
+    return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    """`--plan`: the design a config gives each claim, before anything is trained."""
+    if args.config is None:
+        raise InputError("--plan needs --config, the config to plan")
+    config = load_config(args.config)
+    noise = None
+    if args.noise_from is not None:
+        noise = (tables_from_archive(None, args.noise_from)[0]
+                 if args.noise_from.suffix == ".tar" else pd.read_parquet(args.noise_from))
+    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd)
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out_csv, index=False)
+    if args.out_md:
+        device = cost.throughput(config["execution"]).device
+        Path(args.out_md).write_text(design.render_markdown(table, device))
+    reachable = int(table["plan"].str.startswith("reachable").sum())
+    print(f"{reachable} of {len(table)} claims reachable by {args.config}")
+    return 0
