@@ -7,7 +7,8 @@ done, so a job that fails or is preempted later costs its finished packs nothing
 is rerun (the workflow deletes a failed job's records; they are rewritten from those).
 On SIGTERM or SIGUSR1 (what SLURM sends at preemption and, with --signal, before the
 time limit) it finishes the update in flight, writes a checkpoint and exits with
-PREEMPTED_EXIT so the job can be requeued.
+PREEMPTED_EXIT so the job can be requeued; on SIGINT (Ctrl-C, which a terminal sends to
+Snakemake and its local jobs alike) it does the same and exits with INTERRUPTED_EXIT.
 A pack that runs out of GPU memory trains as two halves, recursively (halves_after_oom).
 """
 
@@ -28,6 +29,11 @@ from initmem.training.trainer import PackTrainer, Preempted, determinism_setting
 
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
+# 128 + SIGINT, what a shell reports for Ctrl-C: the user stopped it, nothing to retry
+# (75 would tell a scheduler to requeue a job its user meant to stop).
+INTERRUPTED_EXIT = 130
+STOP_EXIT = {signal.SIGTERM: PREEMPTED_EXIT, signal.SIGUSR1: PREEMPTED_EXIT,
+             signal.SIGINT: INTERRUPTED_EXIT}
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
 # The archs whose steps run faster with NHWC activations on CPU (README "Performance",
 # bench/bench_training.py); for the others contiguous activations are as fast or faster.
@@ -185,24 +191,24 @@ def main(args: argparse.Namespace) -> int:
     log.info("%s", describe_device(device))
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
     root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
-    stop = {"requested": False, "trainer": None}
+    stop = {"requested": False, "trainer": None, "signal": None}
 
     def request_stop(signum: int, _frame: object) -> None:
-        log.warning("received %s: checkpointing after the current update",
-                    signal.Signals(signum).name)
-        stop["requested"] = True
+        stop["requested"], stop["signal"] = True, signal.Signals(signum)
         if stop["trainer"] is not None:
             stop["trainer"].stop_requested = True
 
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
+    for signum in STOP_EXIT:
         signal.signal(signum, request_stop)
     summaries, trained = [], []
     for pack in packs:
         try:
             summaries += train_pack(pack, args, device, root, stop, trained)
-        except Preempted as err:
-            log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
-            return PREEMPTED_EXIT
+        except Preempted as err:  # one line, no traceback
+            status = STOP_EXIT[stop["signal"]]
+            log.warning("received %s: %s; exiting with status %d", stop["signal"].name, err,
+                        status)
+            return status
     if not args.keep_checkpoint:
         for part in trained:
             checkpoint.remove(root / part.key)

@@ -134,7 +134,7 @@ class TrainedPack:
 
 
 class Preempted(Exception):
-    """Training stopped on request (SIGTERM/SIGUSR1) after writing a checkpoint."""
+    """Training stopped on request (SIGTERM, SIGUSR1, SIGINT) after writing a checkpoint."""
 
 
 class PackTrainer:
