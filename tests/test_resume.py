@@ -19,7 +19,7 @@ import torch
 
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
-from initmem.training import checkpoint, command, data
+from initmem.training import checkpoint, command, data, heartbeat
 from initmem.training.command import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 
@@ -217,6 +217,7 @@ def test_a_stop_signal_checkpoints_and_exits_with_its_status(
     said = [line for line in err.splitlines() if signum.name in line]
     assert len(said) == 1 and f"checkpoint written; exiting with status {status}" in said[0]
     assert "Traceback" not in err and (folder / checkpoint.LATEST).exists()
+    assert not heartbeat.path_of(out / ".checkpoints", PACK).exists()  # an orderly exit
     second = cli(spec, out, "--keep-checkpoint")
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0 and "resumed from checkpoint" in err, err

@@ -24,7 +24,7 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.training import checkpoint, data, memory
+from initmem.training import checkpoint, data, heartbeat, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
@@ -136,11 +136,13 @@ def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
 
 def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
                device: torch.device, root: Path, speed: dict[str, bool],
-               stop: dict) -> list[dict]:
+               stop: dict, beat: heartbeat.Heartbeat) -> list[dict]:
     """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
     trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
                           checkpoint_every_s=args.checkpoint_every,
-                          progress=not args.no_progress, compaction=args.compaction, **speed)
+                          progress=not args.no_progress, compaction=args.compaction,
+                          observers=[beat], **speed)
+    beat.beat(trainer.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
     return trainer.run().summaries
@@ -201,9 +203,10 @@ def main(args: argparse.Namespace) -> int:
     for signum in STOP_EXIT:
         signal.signal(signum, request_stop)
     summaries, trained = [], []
-    for pack in packs:
+    for spec, pack in zip(args.specs, packs, strict=True):
         try:
-            summaries += train_pack(pack, args, device, root, stop, trained)
+            with heartbeat.held(root, pack, spec) as beat:
+                summaries += train_pack(pack, args, device, root, stop, trained, beat)
         except Preempted as err:  # one line, no traceback
             status = STOP_EXIT[stop["signal"]]
             log.warning("received %s: %s; exiting with status %d", stop["signal"].name, err,
@@ -219,9 +222,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root: Path,
-               stop: dict, trained: list[Pack]) -> list[dict]:
+               stop: dict, trained: list[Pack], beat: heartbeat.Heartbeat) -> list[dict]:
     """Train the pack's unfinished runs, part by part (appending each part to `trained`,
-    whose checkpoints main removes once the job is done); the summaries it wrote."""
+    whose checkpoints main removes once the job is done), beating its heartbeat; the
+    summaries it wrote."""
     speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
@@ -240,12 +244,14 @@ def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root:
     if finished:
         log.info("%d of the pack's %d runs already have records: training the other %d",
                  finished, len(pack.runs), len(pack.runs) - finished)
-    summaries = []
+    summaries, done = [], 0
     while queue:
         part = queue.pop(0)
         trained.append(part)
+        done += 1
+        beat.fields.update(part=done, parts=done + len(queue), runs=len(part.runs))
         try:
-            summaries += train_part(part, splits, args, device, root, speed, stop)
+            summaries += train_part(part, splits, args, device, root, speed, stop, beat)
         except torch.cuda.OutOfMemoryError:
             queue[:0] = halves_after_oom(part, args.out_dir, device)
         stop["trainer"] = None
