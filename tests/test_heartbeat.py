@@ -43,6 +43,8 @@ def test_states_of_heartbeats(dead_pid, other_trainer):
     # an epoch measured at 400 s: 700 s without a beat is not yet a stall
     assert heartbeat.state(beat_of(other_trainer, 700, epoch_s=400.0)) == heartbeat.LIVE
     assert heartbeat.state(beat_of(dead_pid)) == heartbeat.DEAD
+    ended = beat_of(other_trainer, ended="Preempted: stopped at update 7")
+    assert heartbeat.state(ended) == heartbeat.ENDED  # its pid may be another process now
     # another host's pid means nothing here: only the age of its beat tells
     assert heartbeat.state(beat_of(dead_pid, host="gpu042")) == heartbeat.LIVE
     assert heartbeat.state(beat_of(dead_pid, 601, host="gpu042")) == heartbeat.STALLED

@@ -217,11 +217,13 @@ def test_a_stop_signal_checkpoints_and_exits_with_its_status(
     said = [line for line in err.splitlines() if signum.name in line]
     assert len(said) == 1 and f"checkpoint written; exiting with status {status}" in said[0]
     assert "Traceback" not in err and (folder / checkpoint.LATEST).exists()
-    assert not heartbeat.path_of(out / ".checkpoints", PACK).exists()  # an orderly exit
+    beat = heartbeat.read(heartbeat.path_of(out / ".checkpoints", PACK))
+    assert heartbeat.state(beat) == heartbeat.ENDED and "Preempted" in beat["ended"]
     second = cli(spec, out, "--keep-checkpoint")
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
+    assert not heartbeat.path_of(out / ".checkpoints", PACK).exists()  # trained: removed
     weights = checkpoint.load_latest(folder)["model"]
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, weights[name]), name

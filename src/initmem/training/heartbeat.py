@@ -2,15 +2,17 @@
 
 While `initmem train` trains a pack it keeps `<checkpoint root>/<pack key>.heartbeat.json`
 (pid, host, start, pack, epoch of its total, last beat), rewritten atomically at every
-epoch end and at most every BEAT_EVERY_S seconds between, and removed when it leaves the
-pack in any orderly way (finished, preempted, failed). A process that was SIGKILLed leaves
-its heartbeat behind; one orphaned by a killed Snakemake goes on beating.
+epoch end and at most every BEAT_EVERY_S seconds between. It is removed when the pack is
+trained; a process that stops otherwise (preempted, interrupted, failed) marks it `ended`
+with why, and one that was SIGKILLed leaves it as it was; one orphaned by a killed
+Snakemake goes on beating.
 
 A heartbeat is
     live      its process is alive (same host) or it beat recently (another host)
     stalled   its process is alive but has not beaten for longer than an epoch should take
               (another host: no recent beat; that process may be dead or hung)
-    dead      its process is gone (same host)
+    dead      its process is gone without a word (same host: SIGKILL, a lost node)
+    ended     its process said it stopped (the pack resumes from its checkpoint)
 Before training a pack, `initmem train` refuses when a live or stalled heartbeat of
 another process on this host, or a live one from another host, holds it: an unlock and
 rerun of Snakemake can never train one pack twice. A dead one is taken over with a warning.
@@ -38,7 +40,7 @@ BEAT_EVERY_S = 30.0
 # No beat for this long, or for twice the epoch time the heartbeat measured (an epoch
 # ends with an evaluation and a checkpoint, between which nothing beats): stalled.
 STALL_MIN_S = 600.0
-LIVE, STALLED, DEAD = "live", "stalled", "dead"
+LIVE, STALLED, DEAD, ENDED = "live", "stalled", "dead", "ended"
 
 
 class Held(InputError):
@@ -73,7 +75,9 @@ def stall_after_s(beat: dict[str, Any]) -> float:
 
 
 def state(beat: dict[str, Any], now: float | None = None, host: str | None = None) -> str:
-    """live, stalled or dead (module docstring)."""
+    """live, stalled, dead or ended (module docstring)."""
+    if beat.get("ended"):
+        return ENDED
     age = (time.time() if now is None else now) - beat["beat"]
     recent = age <= stall_after_s(beat)
     if beat["host"] != (host or socket.gethostname()):
@@ -119,6 +123,8 @@ def _check_free(path: Path) -> None:
     if beat is None or (beat["pid"] == os.getpid() and beat["host"] == socket.gethostname()):
         return
     now_state = state(beat)
+    if now_state == ENDED:
+        return
     if now_state == DEAD or (now_state == STALLED and beat["host"] != socket.gethostname()):
         log.warning("taking over pack %s from %s: its heartbeat is %s (last beat %.0f s ago)",
                     beat["pack"], holder(beat), now_state, time.time() - beat["beat"])
@@ -142,6 +148,8 @@ def held(root: Path, pack: Pack, spec: Path):
     heartbeat.beat(1)
     try:
         yield heartbeat
-    finally:
-        with suppress(OSError):
-            path.unlink()
+    except BaseException as err:
+        with suppress(OSError):  # a full disk: the error that matters is err
+            heartbeat.beat(heartbeat.fields["epoch"], ended=f"{type(err).__name__}: {err}")
+        raise
+    path.unlink(missing_ok=True)
