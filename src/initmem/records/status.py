@@ -12,9 +12,10 @@ its state, pack, epoch of its total, last beat, host and projected finish; a liv
 on this host with no Snakemake above it is an orphan (its Snakemake was killed). Device-
 hours spent are each finished pack's longest wall time (a pack's runs train at once) plus
 each running pack's elapsed time, against `initmem cost`'s projection of the same packs;
-the ETA divides the unfinished packs' projection, scaled by the pace of the finished ones,
-among the trainers running now. Where `squeue` answers, the SLURM jobs of the training
-rules (the Snakemake SLURM plugin's `rule_train_<job>` comments) with their states.
+the ETA divides what remains of the projection, scaled by the pace so far (time spent
+over the projection of what it trained), among the trainers running now. Where `squeue`
+answers, the SLURM jobs of the training rules (the Snakemake SLURM plugin's
+`rule_train_<job>` comments) with their states.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Trainer:
     part: str  # "i of n": CPU sub-packs train one after another
     last_beat_s: float  # seconds since
     elapsed_s: float
+    done: float  # the fraction of the pack's epochs trained
     projected_finish: float | None  # Unix time
     orphan: bool
     ended: str | None
@@ -142,10 +144,11 @@ def _trainer(pack_id: str, beat: dict[str, Any], now: float) -> Trainer:
         epochs_left = beat["epochs"] - beat["epoch"] + 1
         parts_left = beat.get("parts", 1) - beat.get("part", 1)
         left = (epochs_left + parts_left * beat["epochs"]) * beat["epoch_s"]
+    part, parts = beat.get("part", 1), beat.get("parts", 1)
+    done = (part - 1 + (beat["epoch"] - 1) / beat["epochs"]) / parts
     return Trainer(pack_id, state, beat["pid"], beat["host"], beat["epoch"], beat["epochs"],
-                   f"{beat.get('part', 1)} of {beat.get('parts', 1)}", now - beat["beat"],
-                   beat["beat"] - beat["start"],
-                   None if left is None else beat["beat"] + left,
+                   f"{part} of {parts}", now - beat["beat"], beat["beat"] - beat["start"],
+                   done, None if left is None else beat["beat"] + left,
                    state == heartbeat.LIVE and _orphan(beat), beat.get("ended"))
 
 
@@ -179,18 +182,20 @@ def _orphan(beat: dict[str, Any]) -> bool:
 def _projection(seconds: dict[str, float], walls: dict[str, float], finished: list[str],
                 trainers: list[Trainer], now: float) -> tuple[dict[str, float], float | None]:
     """Device-hours spent and projected (pack id -> projected seconds, and wall seconds of
-    its finished runs), what remains at the finished packs' pace, and the ETA."""
+    its finished runs); what remains at the pace so far (the finished packs' walls and the
+    running ones' elapsed time against the projection of what they trained); the ETA."""
     running = [t for t in trainers if t.state in HOLDING]
     held = {t.pack_id for t in running}  # their elapsed time counts, not their runs' walls
     spent = (sum(w for pack_id, w in walls.items() if pack_id not in held)
              + sum(t.elapsed_s for t in running))
-    done_projected = sum(seconds[p] for p in finished)
-    pace = sum(walls[p] for p in finished) / done_projected if done_projected > 0 else 1.0
-    remaining = max(0.0, (sum(seconds.values()) - done_projected) * pace
-                    - sum(t.elapsed_s for t in running))
+    trained = (sum(seconds[p] for p in finished)
+               + sum(seconds.get(t.pack_id, 0.0) * t.done for t in running))
+    measured = sum(walls[p] for p in finished) + sum(t.elapsed_s for t in running)
+    pace = measured / trained if trained > 0 and measured > 0 else 1.0
+    remaining = (sum(seconds.values()) - trained) * pace
     eta = now + remaining / len(running) if running else None
     hours = {"spent": spent / 3600, "projected": sum(seconds.values()) / 3600,
-             "remaining": remaining / 3600, "pace": pace, "finished": len(finished)}
+             "remaining": remaining / 3600, "pace": pace, "measured": measured > 0}
     return hours, eta
 
 
@@ -247,8 +252,8 @@ def render(status: SweepStatus) -> str:
                             f"{_duration(t.last_beat_s)} ago", _duration(t.elapsed_s),
                             _clock(t.projected_finish)] for t in status.trainers])
     h = status.hours
-    pace = (f"at {h['pace']:.3g}x the projection, the finished packs' pace" if h["finished"]
-            else "as projected: no pack finished yet")
+    pace = (f"at {h['pace']:.3g}x the projection, the pace so far" if h["measured"]
+            else "as projected: nothing trained yet")
     eta = f"ETA {_clock(status.eta)}" if status.eta else "no ETA: nothing is training"
     lines += ["", f"device-hours: {cost.hours_text(h['spent'])} spent of "
                   f"{cost.hours_text(h['projected'])} projected (`initmem cost`); "
