@@ -32,7 +32,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,keras]'
+	$(BIN)/pip install -q -e '.[dev,keras,tensorboard]'
 	touch $@
 
 # The demo reads CIFAR-10 from $(CIFAR_ROOT); on machines with the team's offline copy it

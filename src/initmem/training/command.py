@@ -24,6 +24,7 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records.tensorboard import LiveWriter
 from initmem.training import checkpoint, data, heartbeat, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
@@ -105,6 +106,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "run-updates)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
+    parser.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
+                        help="also write each run's epochs as TensorBoard scalars, live, to "
+                             "DIR/<run folder> (needs the [tensorboard] extra)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -138,14 +142,19 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
                device: torch.device, root: Path, speed: dict[str, bool],
                stop: dict, beat: heartbeat.Heartbeat) -> list[dict]:
     """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
+    curves = None if args.tensorboard is None else LiveWriter(args.tensorboard, part)
     trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
                           checkpoint_every_s=args.checkpoint_every,
                           progress=not args.no_progress, compaction=args.compaction,
-                          observers=[beat], **speed)
+                          observers=[beat] + ([curves] if curves else []), **speed)
     beat.beat(trainer.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
-    return trainer.run().summaries
+    try:
+        return trainer.run().summaries
+    finally:
+        if curves is not None:
+            curves.close()
 
 
 def unfinished_runs(runs: Sequence[Run], out_dir: Path) -> list[Run]:
