@@ -1,6 +1,7 @@
 """TensorBoard event files, written live by `initmem train --tensorboard` and from records
 or an archive by `initmem tensorboard`, read back with TensorBoard's own reader: every
-scalar equals its history value exactly, and every run carries its spec as HParams."""
+scalar equals its history value (in float32, as TensorBoard keeps scalars) exactly, and
+every run carries its spec as HParams."""
 
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def read_events(folder: Path) -> tuple[pd.DataFrame, dict]:
     acc = event_accumulator.EventAccumulator(
         str(folder), size_guidance={event_accumulator.TENSORS: 0})
     acc.Reload()
-    columns = {tag: {e.step: tensor_util.make_ndarray(e.tensor_proto).item()
+    columns = {tag: {e.step: tensor_util.make_ndarray(e.tensor_proto)[()]
                      for e in acc.Tensors(tag)} for tag in acc.Tags()["tensors"]
                if tag in tensorboard.SCALARS}
     frame = pd.DataFrame(columns).rename_axis("epoch").reset_index()
@@ -38,6 +39,7 @@ def read_events(folder: Path) -> tuple[pd.DataFrame, dict]:
 def assert_events_equal(tb: Path, run_id: str, history: pd.DataFrame, spec: dict) -> None:
     frame, values = read_events(tb / run_id.replace(":", "/"))
     expected = history[["epoch", *tensorboard.SCALARS]].reset_index(drop=True)
+    expected[tensorboard.SCALARS] = expected[tensorboard.SCALARS].astype("float32")
     if expected.empty:  # diverged in its first epoch: HParams, no scalars
         assert frame.empty
     else:

@@ -3,11 +3,13 @@
 (`initmem tensorboard RECORDS|ARCHIVE OUT`).
 
 One TensorBoard run per run, in OUT/<run folder> (family/recipe/b/sigma_w-seed, as the
-records), with every history column as a scalar at step = epoch, in float64 (the
-records' values exactly), and the run's spec as its HParams (filter and compare by
-sigma_w, optimizer, b...). The event files are derived: nothing in the pipeline reads
-them back; the records stay the source of truth. A resumed pack appends a new event file
-and may log again the epoch it was killed in (bitwise the same values).
+records), with every history column as a scalar at step = epoch, and the run's spec as
+its HParams (filter and compare by sigma_w, optimizer, b...). Scalars are float32, the
+records' float64 values rounded: TensorBoard's default (fast) loader shows no float64
+scalars (measured with tensorboard 2.21: float64 runs listed, no tags). The event files
+are derived: nothing in the pipeline reads them back; the records stay the source of
+truth. A resumed pack appends a new event file and may log again the epoch it was
+killed in (bitwise the same values).
 
 Written with tensorboard's protos and record writer, not its `SummaryWriter`, which
 imports TensorFlow when installed (seconds, in every training process).
@@ -40,14 +42,13 @@ def _tensorboard():
     """tensorboard's modules, or a one-line error naming the extra to install."""
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
-        from tensorboard.plugins.hparams import summary_v2
-        from tensorboard.plugins.scalar import metadata
+        from tensorboard.plugins.hparams import summary_v2 as hparams_summary
+        from tensorboard.plugins.scalar import summary_v2 as scalar_summary
         from tensorboard.summary.writer.record_writer import RecordWriter
-        from tensorboard.util import tensor_util
     except ImportError:
         raise InputError("TensorBoard output needs the optional tensorboard package: "
                          "pip install -e '.[tensorboard]'") from None
-    return event_pb2, summary_pb2, summary_v2, metadata, RecordWriter, tensor_util
+    return event_pb2, summary_pb2, hparams_summary, scalar_summary, RecordWriter
 
 
 def hparams(spec: dict[str, Any]) -> dict[str, bool | float | str]:
@@ -65,21 +66,20 @@ class RunWriter:
     """The event file of one run: its HParams first, then its epochs as they come."""
 
     def __init__(self, out: Path, run_id: str, spec: dict[str, Any]):
-        (self.event_pb2, self.summary_pb2, summary_v2, self.metadata, record_writer,
-         self.tensor_util) = _tensorboard()
+        (self.event_pb2, self.summary_pb2, hparams_summary, self.scalar_summary,
+         record_writer) = _tensorboard()
         folder = out / run_id.replace(":", "/")
         folder.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}"
         self.file = open(folder / name, "ab")  # noqa: SIM115 (closed by close())
         self.writer = record_writer(self.file)
         self._write(self.event_pb2.Event(file_version="brain.Event:2"))
-        self._write(self.event_pb2.Event(summary=summary_v2.hparams_pb(hparams(spec))))
+        self._write(self.event_pb2.Event(summary=hparams_summary.hparams_pb(hparams(spec))))
 
     def epoch(self, row: dict[str, Any]) -> None:
         summary = self.summary_pb2.Summary()
         for tag in SCALARS:
-            summary.value.add(tag=tag, metadata=self.metadata.create_summary_metadata(tag, ""),
-                              tensor=self.tensor_util.make_tensor_proto(np.float64(row[tag])))
+            summary.value.extend(self.scalar_summary.scalar_pb(tag, row[tag]).value)
         self._write(self.event_pb2.Event(step=int(row["epoch"]), summary=summary))
         self.file.flush()  # live: TensorBoard sees the epoch now
 
