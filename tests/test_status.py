@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from workflow_helpers import TEST_CONFIG, snakemake_background
 from initmem import cli
 from initmem.plan import grid
 from initmem.records import status
+from initmem.records.files import read_records
 from initmem.training import heartbeat
 
 
@@ -24,6 +26,49 @@ def test_a_config_before_anything_ran_is_all_queued(tmp_path):
     assert [(r["b"], r[status.QUEUED]) for r in got.counts] == [(32, 2), (32, 2)]
     assert got.trainers == [] and got.eta is None
     assert got.hours["spent"] == 0 and got.hours["projected"] == got.hours["remaining"] > 0
+
+
+def test_records_count_by_their_status_damaged_and_failed(tmp_path):
+    """Synthetic records of the 4 runs: one's summary deleted under a pack whose trainer
+    ended (preempted), one's flipped (damaged); the other two by their own status."""
+    records = tmp_path / "runs"
+    assert cli.main(["synthetic-records", "--config", str(TEST_CONFIG), "--out-dir",
+                     str(tmp_path / "aggregate"), "--records-dir", str(records)]) == 0
+    packs = list(grid.make_packs(grid.load_config(TEST_CONFIG)).values())
+    lost, flipped = packs[0].runs[0], packs[1].runs[1]
+    (records / lost.run_dir / "summary.parquet").unlink()
+    summary = records / flipped.run_dir / "summary.parquet"
+    raw = bytearray(summary.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    summary.write_bytes(bytes(raw))
+    beat = {"pid": 1, "host": "gpu042", "start": 0.0, "beat": 10.0, "pack": packs[0].key,
+            "epoch": 1, "epochs": 1, "ended": "Preempted: stopped at update 1"}
+    (records / ".checkpoints").mkdir()
+    heartbeat.path_of(records / ".checkpoints", packs[0]).write_text(json.dumps(beat))
+    got = status.sweep_status(TEST_CONFIG, records)
+    others = [read_records(records / r.run_dir)[1].iloc[0] for r in
+              (packs[0].runs[1], packs[1].runs[0])]
+    outcomes = Counter(row["status"] for row in others)
+    assert got.total == {**{s: 0 for s in status.STATES}, **outcomes, status.FAILED: 1,
+                         status.DAMAGED: 1}
+    assert [(t.state, t.ended) for t in got.trainers] == [(heartbeat.ENDED, beat["ended"])]
+    assert got.hours["spent"] == pytest.approx(sum(r["wall_time_s"] for r in others) / 3600)
+
+
+def test_watch_redraws_in_place_until_ctrl_c(tmp_path, monkeypatch, capsys):
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(status.time, "sleep", sleep)
+    assert cli.main(["status", "--config", str(TEST_CONFIG), "--records", str(tmp_path),
+                     "--watch", "5"]) == 0
+    screens = capsys.readouterr().out.split("\033[H\033[2J")
+    assert sleeps == [5, 5] and screens[0] == "" and len(screens) == 3
+    assert all(screen.startswith(f"{TEST_CONFIG} at ") for screen in screens[1:])
 
 
 def long_config(tmp_path: Path) -> Path:
