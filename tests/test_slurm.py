@@ -4,6 +4,7 @@ Start one with `.ci/local_slurm.sh start` (root; no accounting, no GPUs:
 hence --slurm-no-account, --slurm-status-command squeue and the config's gpus_per_job 0).
 """
 
+import os
 import shutil
 import subprocess
 import time
@@ -82,22 +83,25 @@ def one_long_pack_on_slurm(tmp_path, epochs: int) -> tuple[Path, subprocess.Pope
 
 
 def test_status_shows_the_training_jobs_id_and_state(tmp_path):
-    config, proc = one_long_pack_on_slurm(tmp_path, epochs=5000)
+    # epochs make the pack id this test's own: other checkouts may share the cluster
+    config, proc = one_long_pack_on_slurm(tmp_path, epochs=5000 + os.getpid() % 1000)
+    (pack_id,) = grid.make_packs(grid.load_config(config))
     try:
-        jobs = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True,
-                              text=True).stdout.split()
+        queue = subprocess.run(["squeue", "-h", "-o", "%i|%T|%k"], capture_output=True,
+                               text=True).stdout.splitlines()
+        ours = [line.split("|")[:2] for line in queue if line.endswith(f"|rule_train_{pack_id}")]
         got = status.sweep_status(config, tmp_path / "results" / "runs")
     finally:
-        subprocess.run(["scancel", *jobs[::2]], check=False)
+        subprocess.run(["scancel", *(job_id for job_id, _ in ours)], check=False)
         proc.kill()
         proc.wait()
-    (pack_id,) = grid.make_packs(grid.load_config(config))
+    assert [state for _, state in ours] == ["RUNNING"], queue
     assert [(j["job_id"], j["state"], j["job"]) for j in got.slurm] == \
-        [(jobs[0], "RUNNING", pack_id)]
+        [(ours[0][0], "RUNNING", pack_id)]
     assert got.total[status.RUNNING] == 2
     assert [(t.pack_id, t.state, t.orphan) for t in got.trainers] == \
         [(pack_id, heartbeat.LIVE, False)]  # the job's own Snakemake is above it
-    assert f"{jobs[0]}  RUNNING" in status.render(got)
+    assert f"{ours[0][0]}  RUNNING" in status.render(got)
 
 
 def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -63,7 +64,11 @@ def test_watch_redraws_in_place_until_ctrl_c(tmp_path, monkeypatch, capsys):
         if len(sleeps) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(status.time, "sleep", sleep)
+    # status's clock alone: squeue's subprocess sleeps too, through the time module
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time)
+                                     if not name.startswith("_")})
+    monkeypatch.setattr(status, "time", clock)
+    monkeypatch.setattr(clock, "sleep", sleep)
     assert cli.main(["status", "--config", str(TEST_CONFIG), "--records", str(tmp_path),
                      "--watch", "5"]) == 0
     screens = capsys.readouterr().out.split("\033[H\033[2J")
