@@ -34,8 +34,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@echo "venv 2/3: upgrading pip"
 	$(BIN)/pip install --progress-bar on --upgrade pip
-	@echo "venv 3/3: installing the pinned dependencies (torch, snakemake, and tensorflow-cpu for the Keras reference tests; about 1.5 minutes from a local wheel cache, longer downloading)"
-	$(BIN)/pip install --progress-bar on -e '.[dev,keras]'
+	@echo "venv 3/3: installing the pinned dependencies (torch, snakemake, tensorboard, and tensorflow-cpu for the Keras reference tests; about 1.5 minutes from a local wheel cache, longer downloading)"
+	$(BIN)/pip install --progress-bar on -e '.[dev,keras,tensorboard]'
 	touch $@
 
 # CIFAR-10 for the demo (workflow/cifar10.sh): checked in seconds before anything is built

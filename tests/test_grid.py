@@ -113,7 +113,7 @@ def test_validate_fills_defaults_and_keeps_input():
                                     "min_runtime_min": 30,
                                     "throughput_csv": None, "throughput_device": None,
                                     "cuda_graphs": "auto", "channels_last": "auto",
-                                    "compaction": True}
+                                    "compaction": True, "tensorboard": None}
     assert checked["archive"] is None and checked["confirm_cpu_full"] is False
 
 

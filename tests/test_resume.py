@@ -21,8 +21,8 @@ import torch
 from initmem.cli import main as command_line
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
-from initmem.training import checkpoint, command, data
-from initmem.training.command import PREEMPTED_EXIT
+from initmem.training import checkpoint, command, data, heartbeat
+from initmem.training.command import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3, lr0=1e-3,
@@ -269,9 +269,13 @@ def test_sigkill_at_random_points_loses_nothing(uninterrupted, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
-def test_preemption_signal_checkpoints_and_exits_with_the_retry_status(
-        signum, uninterrupted, tmp_path):
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, PREEMPTED_EXIT),
+                                                (signal.SIGUSR1, PREEMPTED_EXIT),
+                                                (signal.SIGINT, INTERRUPTED_EXIT)])
+def test_a_stop_signal_checkpoints_and_exits_with_its_status(
+        signum, status, uninterrupted, tmp_path):
+    """Preemption (SIGTERM, SIGUSR1) exits for a retry, Ctrl-C (SIGINT) as interrupted;
+    each after a checkpoint, with one line and no traceback, and resumes bitwise."""
     spec, out = tmp_path / "pack.json", tmp_path / "out"
     PACK.dump(spec)
     folder = out / ".checkpoints" / PACK.key
@@ -279,12 +283,17 @@ def test_preemption_signal_checkpoints_and_exits_with_the_retry_status(
     wait_for_checkpoint(folder, proc)
     os.kill(proc.pid, signum)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == PREEMPTED_EXIT, err
-    assert "checkpoint" in err and (folder / checkpoint.LATEST).exists()
+    assert proc.returncode == status, err
+    said = [line for line in err.splitlines() if signum.name in line]
+    assert len(said) == 1 and f"checkpoint written; exiting with status {status}" in said[0]
+    assert "Traceback" not in err and (folder / checkpoint.LATEST).exists()
+    beat = heartbeat.read(heartbeat.path_of(out / ".checkpoints", PACK))
+    assert heartbeat.state(beat) == heartbeat.ENDED and "Preempted" in beat["ended"]
     second = cli(spec, out, "--keep-checkpoint")
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
+    assert not heartbeat.path_of(out / ".checkpoints", PACK).exists()  # trained: removed
     weights = checkpoint.load_latest(folder)["model"]
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, weights[name]), name

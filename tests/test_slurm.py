@@ -4,9 +4,11 @@ Start one with `.ci/local_slurm.sh start` (root; no accounting, no GPUs:
 hence --slurm-no-account, --slurm-status-command squeue and the config's gpus_per_job 0).
 """
 
+import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,6 +23,8 @@ from workflow_helpers import (
 )
 
 from initmem.plan import cost, grid
+from initmem.records import status
+from initmem.training import heartbeat
 
 
 def cluster_answers() -> bool:
@@ -56,25 +60,56 @@ def test_tiny_config_trains_on_slurm_and_aggregates_locally(tmp_path):
         assert (tmp_path / "results" / "runs" / run.run_dir / "history.parquet").exists()
 
 
-def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
-    """SIGUSR1 to the job's steps (what the slurm profile's --signal=USR1@600 sends before
-    the time limit, sent here at once with scancel so the test is deterministic): the pack
-    checkpoints and exits 75, Snakemake resubmits it, the second allocation resumes."""
+def one_long_pack_on_slurm(tmp_path, epochs: int) -> tuple[Path, subprocess.Popen]:
+    """The test config cut to one pack of `epochs` epochs, its training submitted to SLURM
+    in the background and running as far as its first checkpoint; its config file."""
     config = yaml.safe_load(TEST_CONFIG.read_text())
     config["families"]["main"]["grid"]["optimizer"] = ["adam"]  # one pack
-    config["families"]["main"]["recipe"]["epochs"] = 400  # long enough to signal it
+    config["families"]["main"]["recipe"]["epochs"] = epochs
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     proc = snakemake_background(tmp_path, config_file, "results/aggregate/runs.parquet",
                                 "--slurm-no-account", "--slurm-status-command", "squeue",
                                 "--slurm-init-seconds-before-status-checks", "2",
                                 profile="slurm")
+    checkpoints = tmp_path / "results" / "runs" / ".checkpoints"
+    deadline = time.monotonic() + 300
+    while not list(checkpoints.glob("*/latest.pt")):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no checkpoint")
+        time.sleep(0.5)
+    return config_file, proc
+
+
+def test_status_shows_the_training_jobs_id_and_state(tmp_path):
+    # epochs make the pack id this test's own: other checkouts may share the cluster
+    config, proc = one_long_pack_on_slurm(tmp_path, epochs=5000 + os.getpid() % 1000)
+    (pack_id,) = grid.make_packs(grid.load_config(config))
     try:
-        checkpoints = tmp_path / "results" / "runs" / ".checkpoints"
-        deadline = time.monotonic() + 300
-        while not list(checkpoints.glob("*/latest.pt")):
-            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
-            time.sleep(0.5)
+        queue = subprocess.run(["squeue", "-h", "-o", "%i|%T|%k"], capture_output=True,
+                               text=True).stdout.splitlines()
+        ours = [line.split("|")[:2] for line in queue if line.endswith(f"|rule_train_{pack_id}")]
+        got = status.sweep_status(config, tmp_path / "results" / "runs")
+    finally:
+        subprocess.run(["scancel", *(job_id for job_id, _ in ours)], check=False)
+        proc.kill()
+        proc.wait()
+    assert [state for _, state in ours] == ["RUNNING"], queue
+    assert [(j["job_id"], j["state"], j["job"]) for j in got.slurm] == \
+        [(ours[0][0], "RUNNING", pack_id)]
+    assert got.total[status.RUNNING] == 2
+    assert [(t.pack_id, t.state, t.orphan) for t in got.trainers] == \
+        [(pack_id, heartbeat.LIVE, False)]  # the job's own Snakemake is above it
+    assert f"{ours[0][0]}  RUNNING" in status.render(got)
+
+
+def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
+    """SIGUSR1 to the job's steps (what the slurm profile's --signal=USR1@600 sends before
+    the time limit, sent here at once with scancel so the test is deterministic): the pack
+    checkpoints and exits 75, Snakemake resubmits it, the second allocation resumes."""
+    _, proc = one_long_pack_on_slurm(tmp_path, epochs=400)  # long enough to signal it
+    try:
         jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True,
                               text=True).stdout.split()
         assert len(jobs) == 1, jobs

@@ -222,10 +222,12 @@ def test_strict_switch_makes_partial_tables_an_error(tmp_path):
     assert "--strict" in done.stdout
 
 
-@pytest.mark.parametrize("compaction", [True, False])
-def test_compaction_switch_reaches_the_training_jobs(tmp_path, compaction):
+@pytest.mark.parametrize(("key", "value", "flags"), [
+    ("compaction", True, []), ("compaction", False, ["--no-compaction"]),
+    ("tensorboard", "results/tensorboard", ["--tensorboard results/tensorboard"])])
+def test_execution_switches_reach_the_training_jobs(tmp_path, key, value, flags):
     config = yaml.safe_load(TEST_CONFIG.read_text())
-    config["execution"]["compaction"] = compaction
+    config["execution"][key] = value
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     pack = next(iter(grid.make_packs(grid.load_config(path)).values()))
@@ -233,4 +235,7 @@ def test_compaction_switch_reaches_the_training_jobs(tmp_path, compaction):
     done = snakemake(tmp_path, path, target, "-n", "-p")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "-m initmem train " in done.stdout, done.stdout
-    assert ("--no-compaction" in done.stdout) is not compaction
+    train = next(line for line in done.stdout.splitlines() if "-m initmem train " in line)
+    switches = ["--no-compaction", "--tensorboard"]
+    assert [s for s in switches if s in train] == [f.split()[0] for f in flags]
+    assert all(f in train for f in flags)

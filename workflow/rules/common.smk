@@ -126,6 +126,8 @@ def train_flags():
         f"--{key.replace('_', '-')} {SWITCH[EXECUTION[key]]}" for key in SPEED_PATHS
     ]
     flags += [] if EXECUTION["compaction"] else ["--no-compaction"]
+    if EXECUTION["tensorboard"]:  # live learning curves, never read back
+        flags.append(f"--tensorboard {EXECUTION['tensorboard']}")
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
     return " ".join(flags)

@@ -424,7 +424,7 @@ def projection(packs: list[Pack], families: Iterable[str], throughput: Throughpu
     return rows
 
 
-def _hours(h: float) -> str:
+def hours_text(h: float) -> str:
     """Hours with three significant digits at least (demo configs take minutes)."""
     return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
 
@@ -476,10 +476,10 @@ def main(args: argparse.Namespace) -> int:
           f"{'1 run/device h':>15} {'speed-up':>9} {'all epochs h':>13} {'longest job':>13}")
     for r in projection(packs, config["families"], model, stopping, compaction):
         speedup = r["one_run_per_device_h"] / r["packed_h"]
-        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {_hours(r['packed_h']):>9} "
-              f"{_hours(r['uncompacted_h']):>16} {_hours(r['one_run_per_device_h']):>15} "
-              f"{speedup:>8.2f}x {_hours(r['all_epochs_h']):>13} "
-              f"{_hours(r['longest_job_h']):>11} h")
+        print(f"{r['family']:<12} {r['runs']:>6,} {r['packs']:>6,} {hours_text(r['packed_h']):>9} "
+              f"{hours_text(r['uncompacted_h']):>16} {hours_text(r['one_run_per_device_h']):>15} "
+              f"{speedup:>8.2f}x {hours_text(r['all_epochs_h']):>13} "
+              f"{hours_text(r['longest_job_h']):>11} h")
     print(_epochs_note(packs, stopping, args))
     print(f"packed h: runs that stop leave their pack (compaction); longest job: the time "
           f"limit with execution.compaction = {compaction}")

@@ -41,7 +41,7 @@ class Finding:
 def verify_folders(root: str | Path, runs: list[Run]) -> list[Finding]:
     """A finding per expected run, then one per run folder the config does not have."""
     root = Path(root)
-    findings = [_verify_folder(root, run) for run in runs]
+    findings = [verify_run(root, run)[0] for run in runs]
     expected = {run.run_dir for run in runs}
     for summary in sorted(root.rglob("summary.parquet")):
         folder = summary.parent.relative_to(root).as_posix()
@@ -50,15 +50,16 @@ def verify_folders(root: str | Path, runs: list[Run]) -> list[Finding]:
     return findings
 
 
-def _verify_folder(root: Path, run: Run) -> Finding:
+def verify_run(root: Path, run: Run) -> tuple[Finding, pd.DataFrame | None]:
+    """The run's finding, with its summary when it reads (`initmem status`'s outcomes)."""
     folder = root / run.run_dir
     if not (folder / "summary.parquet").exists():
-        return Finding(MISSING, run.run_id, f"no {folder / 'summary.parquet'}")
+        return Finding(MISSING, run.run_id, f"no {folder / 'summary.parquet'}"), None
     try:
         _, summary = read_records(folder)
     except RecordError as err:
-        return Finding(DAMAGED, run.run_id, str(err))
-    return _spec_finding(run, summary)
+        return Finding(DAMAGED, run.run_id, str(err)), None
+    return _spec_finding(run, summary), summary
 
 
 def _spec_finding(run: Run, summary: pd.DataFrame) -> Finding:

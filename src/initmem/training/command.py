@@ -7,7 +7,8 @@ done, so a job that fails or is preempted later costs its finished packs nothing
 is rerun (the workflow deletes a failed job's records; they are rewritten from those).
 On SIGTERM or SIGUSR1 (what SLURM sends at preemption and, with --signal, before the
 time limit) it finishes the update in flight, writes a checkpoint and exits with
-PREEMPTED_EXIT so the job can be requeued.
+PREEMPTED_EXIT so the job can be requeued; on SIGINT (Ctrl-C, which a terminal sends to
+Snakemake and its local jobs alike) it does the same and exits with INTERRUPTED_EXIT.
 A pack that runs out of GPU memory trains as two halves, recursively (halves_after_oom).
 """
 
@@ -23,11 +24,17 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.training import checkpoint, data, memory
+from initmem.records.tensorboard import LiveWriter
+from initmem.training import checkpoint, data, heartbeat, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later; the checkpoint makes it cheap
+# 128 + SIGINT, what a shell reports for Ctrl-C: the user stopped it, nothing to retry
+# (75 would tell a scheduler to requeue a job its user meant to stop).
+INTERRUPTED_EXIT = 130
+STOP_EXIT = {signal.SIGTERM: PREEMPTED_EXIT, signal.SIGUSR1: PREEMPTED_EXIT,
+             signal.SIGINT: INTERRUPTED_EXIT}
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
 # The archs whose steps run faster with NHWC activations on CPU (docs/performance.md,
 # bench/bench_training.py); for the others contiguous activations are as fast or faster.
@@ -99,6 +106,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "run-updates)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="on CUDA, let cuDNN pick the fastest (not repeatable) kernels")
+    parser.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
+                        help="also write each run's epochs as TensorBoard scalars, live, to "
+                             "DIR/<run folder> (needs the [tensorboard] extra)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -130,14 +140,21 @@ def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
 
 def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
                device: torch.device, root: Path, speed: dict[str, bool],
-               stop: dict) -> list[dict]:
+               stop: dict, beat: heartbeat.Heartbeat) -> list[dict]:
     """Train one (sub-)pack, resuming its checkpoint; the summaries of its runs."""
+    curves = None if args.tensorboard is None else LiveWriter(args.tensorboard, part)
     trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
                           checkpoint_every_s=args.checkpoint_every,
-                          progress=not args.no_progress, compaction=args.compaction, **speed)
+                          progress=not args.no_progress, compaction=args.compaction,
+                          observers=[beat] + ([curves] if curves else []), **speed)
+    beat.beat(trainer.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
-    return trainer.run().summaries
+    try:
+        return trainer.run().summaries
+    finally:
+        if curves is not None:
+            curves.close()
 
 
 def unfinished_runs(runs: Sequence[Run], out_dir: Path) -> list[Run]:
@@ -185,24 +202,25 @@ def main(args: argparse.Namespace) -> int:
     log.info("%s", describe_device(device))
     root = args.checkpoint_dir or args.out_dir / ".checkpoints"
     root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
-    stop = {"requested": False, "trainer": None}
+    stop = {"requested": False, "trainer": None, "signal": None}
 
     def request_stop(signum: int, _frame: object) -> None:
-        log.warning("received %s: checkpointing after the current update",
-                    signal.Signals(signum).name)
-        stop["requested"] = True
+        stop["requested"], stop["signal"] = True, signal.Signals(signum)
         if stop["trainer"] is not None:
             stop["trainer"].stop_requested = True
 
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
+    for signum in STOP_EXIT:
         signal.signal(signum, request_stop)
     summaries, trained = [], []
-    for pack in packs:
+    for spec, pack in zip(args.specs, packs, strict=True):
         try:
-            summaries += train_pack(pack, args, device, root, stop, trained)
-        except Preempted as err:
-            log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
-            return PREEMPTED_EXIT
+            with heartbeat.held(root, pack, spec) as beat:
+                summaries += train_pack(pack, args, device, root, stop, trained, beat)
+        except Preempted as err:  # one line, no traceback
+            status = STOP_EXIT[stop["signal"]]
+            log.warning("received %s: %s; exiting with status %d", stop["signal"].name, err,
+                        status)
+            return status
     if not args.keep_checkpoint:
         for part in trained:
             checkpoint.remove(root / part.key)
@@ -215,9 +233,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root: Path,
-               stop: dict, trained: list[Pack]) -> list[dict]:
+               stop: dict, trained: list[Pack], beat: heartbeat.Heartbeat) -> list[dict]:
     """Train the pack's unfinished runs, part by part (appending each part to `trained`,
-    whose checkpoints main removes once the job is done); the summaries it wrote."""
+    whose checkpoints main removes once the job is done), beating its heartbeat; the
+    summaries it wrote."""
     speed = speed_paths(device, pack.recipe.arch, args.cuda_graphs, args.channels_last)
     splits = data.load_splits(pack.recipe, args.data_root, download=args.download,
                               allow_unverified=args.allow_unverified, device=device)
@@ -236,12 +255,14 @@ def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root:
     if finished:
         log.info("%d of the pack's %d runs already have records: training the other %d",
                  finished, len(pack.runs), len(pack.runs) - finished)
-    summaries = []
+    summaries, done = [], 0
     while queue:
         part = queue.pop(0)
         trained.append(part)
+        done += 1
+        beat.fields.update(part=done, parts=done + len(queue), runs=len(part.runs))
         try:
-            summaries += train_part(part, splits, args, device, root, speed, stop)
+            summaries += train_part(part, splits, args, device, root, speed, stop, beat)
         except torch.cuda.OutOfMemoryError:
             queue[:0] = halves_after_oom(part, args.out_dir, device)
         stop["trainer"] = None

@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -138,7 +138,17 @@ class TrainedPack:
 
 
 class Preempted(Exception):
-    """Training stopped on request (SIGTERM/SIGUSR1) after writing a checkpoint."""
+    """Training stopped on request (SIGTERM, SIGUSR1, SIGINT) after writing a checkpoint."""
+
+
+class Observer(Protocol):
+    """Watches training without changing it (heartbeats, TensorBoard)."""
+
+    def updated(self, epoch: int, k: int) -> None:
+        """After update k, in epoch `epoch` (called often: must be cheap)."""
+
+    def epoch_ended(self, epoch: int, rows: list[dict[str, Any]]) -> None:
+        """The epoch's history rows of the runs that trained it (records.files columns)."""
 
 
 class PackTrainer:
@@ -148,7 +158,7 @@ class PackTrainer:
     def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
                  checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
                  progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
-                 compaction: bool = True):
+                 compaction: bool = True, observers: Sequence[Observer] = ()):
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -158,6 +168,7 @@ class PackTrainer:
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
         self.cuda_graph, self.channels_last, self.compaction = cuda_graph, channels_last, compaction
+        self.observers = observers
         self._build(len(runs))
         self.model.init_([r.sigma_w for r in runs],
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
@@ -203,6 +214,8 @@ class PackTrainer:
                 self.k, self.step = self.k + 1, self.step + 1
                 self.run_updates += self.model.n
                 bar.update(1)
+                for observer in self.observers:
+                    observer.updated(self.epoch, self.k)
                 if self.stop_requested or time.monotonic() - last_save > self.checkpoint_every_s:
                     self.elapsed_s = time.monotonic() - started
                     self._save()
@@ -287,14 +300,18 @@ class PackTrainer:
                                bn_variance_ratio(self.model)])
         rows = columns.T.tolist()  # the epoch's one host synchronisation
         lr = learning_rate(recipe, self.k - 1)
+        logged = []
         for m, row in zip(self.members, rows, strict=True):
             state = self.states[m]
             if state.active:
                 state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
                                           **vars(self.clocks)})
+                logged += state.history[-1:] if state.diverged_epoch is None else []
                 if not state.active:
                     self.elapsed_s = time.monotonic() - started
                     self._finish(state)
+        for observer in self.observers:
+            observer.epoch_ended(self.epoch, logged)
         self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
         self.loss_sum.zero_()
         self.correct.zero_()

@@ -1,0 +1,155 @@
+"""Heartbeats: which process trains which pack, and whether it still does.
+
+While `initmem train` trains a pack it keeps `<checkpoint root>/<pack key>.heartbeat.json`
+(pid, host, start, pack, epoch of its total, last beat), rewritten atomically at every
+epoch end and at most every BEAT_EVERY_S seconds between. It is removed when the pack is
+trained; a process that stops otherwise (preempted, interrupted, failed) marks it `ended`
+with why, and one that was SIGKILLed leaves it as it was; one orphaned by a killed
+Snakemake goes on beating.
+
+A heartbeat is
+    live      its process is alive (same host) or it beat recently (another host)
+    stalled   its process is alive but has not beaten for longer than an epoch should take
+              (another host: no recent beat; that process may be dead or hung)
+    dead      its process is gone without a word (same host: SIGKILL, a lost node)
+    ended     its process said it stopped (the pack resumes from its checkpoint)
+Before training a pack, `initmem train` refuses when a live or stalled heartbeat of
+another process on this host, or a live one from another host, holds it: an unlock and
+rerun of Snakemake can never train one pack twice. A dead one is taken over with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from initmem.errors import InputError
+from initmem.plan.spec import Pack
+from initmem.records.files import atomic_write_bytes
+
+log = logging.getLogger("initmem.train")
+SUFFIX = ".heartbeat.json"
+BEAT_EVERY_S = 30.0
+# No beat for this long, or for twice the epoch time the heartbeat measured (an epoch
+# ends with an evaluation and a checkpoint, between which nothing beats): stalled.
+STALL_MIN_S = 600.0
+LIVE, STALLED, DEAD, ENDED = "live", "stalled", "dead", "ended"
+
+
+class Held(InputError):
+    """Another live process trains the pack."""
+
+
+def path_of(root: Path, pack: Pack) -> Path:
+    return root / f"{pack.key}{SUFFIX}"
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    """A heartbeat's fields, or None when it is gone or half written."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def stall_after_s(beat: dict[str, Any]) -> float:
+    epoch_s = beat.get("epoch_s")
+    return max(STALL_MIN_S, 2 * epoch_s) if epoch_s else STALL_MIN_S
+
+
+def state(beat: dict[str, Any], now: float | None = None, host: str | None = None) -> str:
+    """live, stalled, dead or ended (module docstring)."""
+    if beat.get("ended"):
+        return ENDED
+    age = (time.time() if now is None else now) - beat["beat"]
+    recent = age <= stall_after_s(beat)
+    if beat["host"] != (host or socket.gethostname()):
+        return LIVE if recent else STALLED
+    if not pid_alive(beat["pid"]):
+        return DEAD
+    return LIVE if recent else STALLED
+
+
+def holder(beat: dict[str, Any]) -> str:
+    return f"pid {beat['pid']} on host {beat['host']}"
+
+
+@dataclass
+class Heartbeat:
+    """The heartbeat of the pack this process trains."""
+
+    path: Path
+    fields: dict[str, Any]
+    last: float = 0.0  # monotonic time of the last beat
+    epoch_began: float = field(default_factory=time.monotonic)
+
+    def updated(self, epoch: int, _k: int) -> None:
+        """After an update: beat when BEAT_EVERY_S have passed since the last beat."""
+        if time.monotonic() - self.last >= BEAT_EVERY_S:
+            self.beat(epoch)
+
+    def epoch_ended(self, epoch: int, _rows: list[dict[str, Any]]) -> None:
+        """Beat with the next epoch and how long this one took (status's projection)."""
+        now = time.monotonic()
+        self.beat(epoch + 1, epoch_s=now - self.epoch_began)
+        self.epoch_began = now
+
+    def beat(self, epoch: int, **fields: Any) -> None:
+        self.fields.update(fields, epoch=epoch, beat=time.time())
+        self.last = time.monotonic()
+        atomic_write_bytes(self.path, lambda fh: fh.write(json.dumps(self.fields).encode()))
+
+
+def _check_free(path: Path) -> None:
+    """Refuse when another process holds the pack; name and drop a dead heartbeat."""
+    beat = read(path)
+    if beat is None or (beat["pid"] == os.getpid() and beat["host"] == socket.gethostname()):
+        return
+    now_state = state(beat)
+    if now_state == ENDED:
+        return
+    if now_state == DEAD or (now_state == STALLED and beat["host"] != socket.gethostname()):
+        log.warning("taking over pack %s from %s: its heartbeat is %s (last beat %.0f s ago)",
+                    beat["pack"], holder(beat), now_state, time.time() - beat["beat"])
+        return
+    raise Held(f"pack {beat['pack']} ({beat.get('spec')}) is being trained by {holder(beat)} "
+               f"({now_state}, last beat {time.time() - beat['beat']:.0f} s ago); end that "
+               "process or wait for it (`initmem status` lists trainers)")
+
+
+@contextmanager
+def held(root: Path, pack: Pack, spec: Path):
+    """The pack's heartbeat while the block trains it (refused when another holds it)."""
+    path = path_of(root, pack)
+    _check_free(path)
+    now = time.time()
+    heartbeat = Heartbeat(path, {
+        "pid": os.getpid(), "host": socket.gethostname(), "start": now, "pack": pack.key,
+        "spec": str(spec), "recipe_id": pack.recipe.recipe_id, "b": pack.recipe.b,
+        "runs": len(pack.runs), "epochs": pack.recipe.epochs, "part": 1, "parts": 1,
+        "epoch_s": None})
+    heartbeat.beat(1)
+    try:
+        yield heartbeat
+    except BaseException as err:
+        with suppress(OSError):  # a full disk: the error that matters is err
+            heartbeat.beat(heartbeat.fields["epoch"], ended=f"{type(err).__name__}: {err}")
+        raise
+    path.unlink(missing_ok=True)

@@ -1,0 +1,138 @@
+"""`initmem status`: counts, trainers (orphans after Snakemake was killed), device-hours."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import TEST_CONFIG, snakemake_background
+
+from initmem import cli
+from initmem.plan import grid
+from initmem.records import status
+from initmem.records.files import read_records
+from initmem.training import heartbeat
+
+
+def test_a_config_before_anything_ran_is_all_queued(tmp_path):
+    got = status.sweep_status(TEST_CONFIG, tmp_path / "runs")
+    assert got.total == {**{s: 0 for s in status.STATES}, status.QUEUED: 4}
+    assert [(r["b"], r[status.QUEUED]) for r in got.counts] == [(32, 2), (32, 2)]
+    assert got.trainers == [] and got.eta is None
+    assert got.hours["spent"] == 0 and got.hours["projected"] == got.hours["remaining"] > 0
+
+
+def test_records_count_by_their_status_damaged_and_failed(tmp_path):
+    """Synthetic records of the 4 runs: one's summary deleted under a pack whose trainer
+    ended (preempted), one's flipped (damaged); the other two by their own status."""
+    records = tmp_path / "runs"
+    assert cli.main(["synthetic-records", "--config", str(TEST_CONFIG), "--out-dir",
+                     str(tmp_path / "aggregate"), "--records-dir", str(records)]) == 0
+    packs = list(grid.make_packs(grid.load_config(TEST_CONFIG)).values())
+    lost, flipped = packs[0].runs[0], packs[1].runs[1]
+    (records / lost.run_dir / "summary.parquet").unlink()
+    summary = records / flipped.run_dir / "summary.parquet"
+    raw = bytearray(summary.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    summary.write_bytes(bytes(raw))
+    beat = {"pid": 1, "host": "gpu042", "start": 0.0, "beat": 10.0, "pack": packs[0].key,
+            "epoch": 1, "epochs": 1, "ended": "Preempted: stopped at update 1"}
+    (records / ".checkpoints").mkdir()
+    heartbeat.path_of(records / ".checkpoints", packs[0]).write_text(json.dumps(beat))
+    got = status.sweep_status(TEST_CONFIG, records)
+    others = [read_records(records / r.run_dir)[1].iloc[0] for r in
+              (packs[0].runs[1], packs[1].runs[0])]
+    outcomes = Counter(row["status"] for row in others)
+    assert got.total == {**{s: 0 for s in status.STATES}, **outcomes, status.FAILED: 1,
+                         status.DAMAGED: 1}
+    assert [(t.state, t.ended) for t in got.trainers] == [(heartbeat.ENDED, beat["ended"])]
+    assert got.hours["spent"] == pytest.approx(sum(r["wall_time_s"] for r in others) / 3600)
+
+
+def test_watch_redraws_in_place_until_ctrl_c(tmp_path, monkeypatch, capsys):
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt
+
+    # status's clock alone: squeue's subprocess sleeps too, through the time module
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time)
+                                     if not name.startswith("_")})
+    monkeypatch.setattr(status, "time", clock)
+    monkeypatch.setattr(clock, "sleep", sleep)
+    assert cli.main(["status", "--config", str(TEST_CONFIG), "--records", str(tmp_path),
+                     "--watch", "5"]) == 0
+    screens = capsys.readouterr().out.split("\033[H\033[2J")
+    assert sleeps == [5, 5] and screens[0] == "" and len(screens) == 3
+    assert all(screen.startswith(f"{TEST_CONFIG} at ") for screen in screens[1:])
+
+
+def long_config(tmp_path: Path) -> Path:
+    """The test config with epochs enough to be caught training (minutes, never reached)."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["families"]["main"]["recipe"]["epochs"] = 5000
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def wait_for_trainers(root: Path, n: int, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while len([p for p in root.glob(f"*{heartbeat.SUFFIX}") if heartbeat.read(p)]) < n:
+        assert proc.poll() is None, f"snakemake ended with status {proc.returncode}"
+        assert time.monotonic() < deadline, f"{n} trainers did not start"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_after_snakemake_is_killed_status_names_the_orphans_and_their_packs_are_held(
+        tmp_path, capsys):
+    """SIGKILL of Snakemake mid-training: its two trainers train on, re-parented; status
+    counts their runs as running and names them orphans; a second trainer of a held pack
+    is refused; once they are killed too, their runs count as failed."""
+    config, work = long_config(tmp_path), tmp_path / "work"
+    runs, root = work / "results" / "runs", work / "results" / "runs" / ".checkpoints"
+    proc = snakemake_background(work, config, "all")
+    pids = []
+    try:
+        wait_for_trainers(root, 2, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()  # not communicate: its orphans hold its pipes open
+        got = status.sweep_status(config, runs)
+        pids = [t.pid for t in got.trainers]
+        assert got.total == {**{s: 0 for s in status.STATES}, status.RUNNING: 4}
+        assert [(t.state, t.orphan) for t in got.trainers] == [(heartbeat.LIVE, True)] * 2
+        assert got.hours["spent"] > 0 and got.eta is not None
+        assert cli.main(["status", "--config", str(config), "--records", str(runs)]) == 0
+        text = capsys.readouterr().out
+        assert text.count("live, orphan: no Snakemake above it") == 2, text
+        pack_id = next(iter(grid.make_packs(grid.load_config(config))))
+        second = subprocess.run(
+            [sys.executable, "-m", "initmem", "train",
+             str(work / "results" / "packs" / f"{pack_id}.json"), str(runs),
+             "--device", "cpu", "--no-progress"], capture_output=True, text=True, timeout=120)
+        holder = got.trainers[0]
+        assert second.returncode == 2, second.stderr
+        assert f"being trained by pid {holder.pid} on host {holder.host}" in second.stderr
+    finally:
+        for pid in pids:  # the orphans this test's Snakemake started
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while any(map(heartbeat.pid_alive, pids)):
+        assert time.monotonic() < deadline, "the killed trainers are still alive"
+        time.sleep(0.05)
+    after = status.sweep_status(config, runs)
+    assert after.total == {**{s: 0 for s in status.STATES}, status.FAILED: 4}
+    assert [t.state for t in after.trainers] == [heartbeat.DEAD] * 2
+    assert cli.main(["status", "--config", str(config), "--records", str(runs),
+                     "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"]["failed"] == 4
