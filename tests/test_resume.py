@@ -183,7 +183,7 @@ def test_no_generation_restoring_stops_before_anything_restarts(tmp_path, capsys
 
 def test_resume_removes_a_killed_saves_temporary_file_but_not_one_in_flight(splits, tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    stopped_after_7(splits, out, ckpt)
+    stopped_after(7, splits, out, ckpt)
     killed = ckpt / f"{checkpoint.TMP_PREFIX}killed.tmp"
     killed.write_bytes(b"half a save")
     in_flight = ckpt / f"{checkpoint.TMP_PREFIX}writing.tmp"

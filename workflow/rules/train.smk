@@ -20,8 +20,8 @@ rule write_pack_spec:
         "results/packs/{pack_id}.json",
     log:
         "logs/packs/{pack_id}.log",
-    localrule: True
     priority: SPEC_PRIORITY
+    localrule: True
     run:
         PACKS[wildcards.pack_id].dump(output[0])
 
