@@ -59,7 +59,8 @@ def summary_row(run: Run, source: str) -> dict:
             "T_L2": 0.0, "T_adapt": 1.0, "diverged": False, "diverged_epoch": None,
             "wall_time_s": 1.0, "device": "cpu", "determinism": "cpu", "torch_version": "x",
             "python_version": "x", "initmem_version": "x", "code_version": "x",
-            "record_source": source, "schema_version": records.SCHEMA_VERSION}
+            "data_verification": "synthetic", "record_source": source,
+            "schema_version": records.SCHEMA_VERSION}
 
 
 def missing_row(run: Run) -> dict:
