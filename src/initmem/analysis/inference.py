@@ -58,10 +58,7 @@ class Estimate:
     def se(self) -> float:
         """Standard error of the value as a difference enters it (a spread: of its two
         extreme means' difference)."""
-        if self.kind == "exact":
-            return 0.0
-        factor = 2.0 if self.kind == "spread" else 1.0
-        return self.sigma * math.sqrt(factor / self.n)
+        return self.sigma * math.sqrt(means_in(self.kind) / self.n)
 
     @property
     def known(self) -> bool:
@@ -84,6 +81,12 @@ class Estimate:
             return max(0.0, self.value - half), self.value + half
         half = float(stats.t.ppf(0.5 + level / 2, self.df)) * self.se
         return self.value - half, self.value + half
+
+
+def means_in(kind: str) -> int:
+    """How many independent seed means a value of this kind adds up (its variance is that
+    many times sigma^2 / n): a spread two (its extremes), a mean one, an exact value none."""
+    return {"spread": 2, "mean": 1, "exact": 0}[kind]
 
 
 @cache
@@ -160,38 +163,34 @@ def test_greater(d: Estimate, threshold: float, refute_below: float,
                  level: float = 1 - ALPHA) -> Test:
     """H1: the value exceeds `threshold`; refuted when the interval's upper end lies below
     `refute_below` (half the paper's effect, or the threshold itself)."""
-    if not d.known:
-        return Test(math.nan, False, d.interval(level))
     lo, hi = d.interval(level)
-    if d.kind == "exact":
-        return Test(0.0 if d.value >= threshold else 1.0, d.value < refute_below, (lo, hi))
-    if d.kind == "spread":
-        return Test(_range_p(d.value - threshold, d), hi < refute_below, (lo, hi))
-    p = 2 * float(stats.t.sf((d.value - threshold) / d.se, d.df)) if d.se > 0 else 0.0
-    return Test(min(1.0, p) if d.value > threshold else 1.0, hi < refute_below, (lo, hi))
+    return _one_sided(d, d.value - threshold, hi < refute_below, (lo, hi))
 
 
 def test_less(d: Estimate, threshold: float, level: float = 1 - ALPHA) -> Test:
     """H1: the value lies below `threshold` (an upper bound, not non-rejection)."""
-    if not d.known:
-        return Test(math.nan, False, d.interval(level))
     lo, hi = d.interval(level)
+    return _one_sided(d, threshold - d.value, lo > threshold, (lo, hi))
+
+
+def _one_sided(d: Estimate, excess: float, refuted: bool,
+               interval: tuple[float, float]) -> Test:
+    """The test of "the value is past its bound by `excess` > 0": exact values by their
+    sign, a spread by the studentized range (Tukey), anything else by t (two-sided p, so
+    that p <= ALPHA when the 95% interval lies past the bound)."""
+    if not d.known:
+        return Test(math.nan, False, interval)
     if d.kind == "exact":
-        return Test(0.0 if d.value <= threshold else 1.0, d.value > threshold, (lo, hi))
-    if d.kind == "spread":
-        return Test(_range_p(threshold - d.value, d), lo > threshold, (lo, hi))
-    p = 2 * float(stats.t.sf((threshold - d.value) / d.se, d.df)) if d.se > 0 else 0.0
-    return Test(min(1.0, p) if d.value < threshold else 1.0, lo > threshold, (lo, hi))
-
-
-def _range_p(excess: float, d: Estimate) -> float:
-    """p of a spread exceeding a bound by `excess` (Tukey: the studentized range)."""
+        return Test(0.0 if excess >= 0 else 1.0, refuted, interval)
     if excess <= 0:
-        return 1.0
+        return Test(1.0, refuted, interval)
     if d.sigma == 0:
-        return 0.0
-    return float(stats.studentized_range.sf(excess * math.sqrt(d.n) / d.sigma, d.k,
-                                            min(d.df, 1e6)))
+        return Test(0.0, refuted, interval)
+    if d.kind == "spread":
+        p = stats.studentized_range.sf(excess * math.sqrt(d.n) / d.sigma, d.k, min(d.df, 1e6))
+    else:
+        p = min(1.0, 2 * stats.t.sf(excess / d.se, d.df))
+    return Test(float(p), refuted, interval)
 
 
 def test_equivalent(d: Estimate, margin: float, level: float = 1 - ALPHA) -> Test:
@@ -263,9 +262,8 @@ def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: floa
         lo, hi = np.maximum(0, value - half), value + half
     else:
         value = sum(t.coefficient * d[0] for t, d in zip(terms, drawn, strict=True))
-        variances = [(t.coefficient * d[1]) ** 2 * (2 if t.template.kind == "spread" else 1)
-                     / n for t, d in zip(terms, drawn, strict=True)
-                     if t.template.kind != "exact"]
+        variances = [(t.coefficient * d[1]) ** 2 * means_in(t.template.kind) / n
+                     for t, d in zip(terms, drawn, strict=True) if t.template.kind != "exact"]
         se = np.sqrt(sum(variances)) if variances else np.zeros(draws)
         dfs = [t.template.df_at(n) for t in terms if t.template.kind != "exact"]
         df = _welch_df(terms, n) if len(dfs) > 1 else (dfs[0] if dfs else math.inf)
@@ -279,9 +277,8 @@ def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: floa
 
 
 def _welch_df(terms: Sequence[Plan], n: int) -> float:
-    parts = [((t.coefficient * t.template.sigma) ** 2 * (2 if t.template.kind == "spread"
-                                                         else 1) / n, t.template.df_at(n))
-             for t in terms if t.template.kind != "exact"]
+    parts = [((t.coefficient * t.template.sigma) ** 2 * means_in(t.template.kind) / n,
+              t.template.df_at(n)) for t in terms if t.template.kind != "exact"]
     total = sum(v for v, _ in parts)
     return total ** 2 / sum(v ** 2 / df for v, df in parts)
 
