@@ -351,6 +351,18 @@ def planning_sigma(runs: pd.DataFrame) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------- verdicts
 
+def gates_in_short(checked: list[gates.Gate]) -> str:
+    """'evaluation: pass, trained: FAIL (sgd), clock: pass': each gate once, with the
+    cells where it failed."""
+    failed: dict[str, list[str]] = {}
+    for g in checked:
+        cells = failed.setdefault(g.name, [])
+        if g.passed is False and g.cell not in cells:
+            cells.append(g.cell)
+    return ", ".join(f"{n}: FAIL ({', '.join(c)})" if c else f"{n}: pass"
+                     for n, c in failed.items())
+
+
 @dataclass
 class Verdict:
     claim: dict[str, Any]
@@ -370,6 +382,7 @@ class Verdict:
                 "ours": "; ".join(f"{self.label(n)}: {_shown(e)}"
                                   for n, e in self.values.items()),
                 "gates": "; ".join(g.text() for g in self.gates),
+                "gates_in_short": gates_in_short(self.gates),
                 "seeds_needed": self.seeds,
                 **{f"ours.{n}": e.value for n, e in self.values.items()},
                 **{f"ci_low.{n}": e.interval()[0] for n, e in self.values.items()},
@@ -519,21 +532,8 @@ def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gate_summary(gates_text: str) -> str:
-    """'trained: pass, evaluation: FAIL (sgd), clock: pass' from the gates column."""
-    out: dict[str, list[str]] = {}
-    for part in filter(None, str(gates_text).split("; ")):
-        name, rest = part.split(" (", 1)
-        cell, status = rest.split("): ", 1)
-        out.setdefault(name, [])
-        if status.startswith("FAIL") and cell not in out[name]:
-            out[name].append(cell)
-    return ", ".join(f"{n}: FAIL ({', '.join(c)})" if c else f"{n}: pass"
-                     for n, c in out.items())
-
-
 def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
-    rows = table.assign(gate_summary=table["gates"].map(gate_summary)).to_dict("records")
+    rows = table.to_dict("records")
     return environment().get_template("claims.tex.j2").render(
         rows=rows, synthetic=synthetic, synthetic_mark=SYNTHETIC_MARK,
         counts={v: int((table["verdict"] == v).sum()) for v in VERDICTS},
@@ -552,7 +552,7 @@ def render_markdown(table: pd.DataFrame) -> str:
     lines = [head, "|" + " --- |" * (7 if robust else 6)]
     for r in table.to_dict("records"):
         line = (f"| `{r['id']}` ({r['section']}) | {cell(r['paper'])} | {cell(r['ours'])} | "
-                f"{cell(gate_summary(r['gates']))} | **{r['verdict']}** | {cell(r['reason'])} |")
+                f"{cell(r['gates_in_short'])} | **{r['verdict']}** | {cell(r['reason'])} |")
         lines.append(line + (f" {cell(r['robustness'])} |" if robust else ""))
     return "\n".join(lines) + "\n"
 
