@@ -145,6 +145,10 @@ rule judge_claims:
             f"--archive {a} --label {a}" for a in config["compare_archives"]
         ),
         label=ARCHIVE or "results/runs",
+        # the verdicts are the engine's: a new engine judges again
+        engine=source_digest(
+            "analysis/claims.py", "analysis/inference.py", "analysis/gates.py"
+        ),
     shell:
         "{params.initmem} claims --runs {input.runs} --epochs {input.epochs} "
         "--label {params.label} {params.compared} --config {input.config} "

@@ -1,5 +1,6 @@
 # Shared by every stage: the validated config, its packs, paths and input functions.
 
+import hashlib
 import json
 import os
 import sys
@@ -131,6 +132,15 @@ def train_flags():
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
     return " ".join(flags)
+
+
+def source_digest(*modules):
+    """SHA-256 of these modules of src/initmem: as a rule's param, a change of the code
+    behind its output reruns it (Snakemake sees no code that a shell command runs)."""
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update((SRC / "initmem" / module).read_bytes())
+    return digest.hexdigest()
 
 
 def derived(value):
