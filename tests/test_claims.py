@@ -34,7 +34,8 @@ def sweep(optimizer: str, b: int, top: float, spread: float, seeds=(0, 1, 2),
     return [{"optimizer": optimizer, "b": b, "sigma_w": s, "seed": k,
              "test_acc_best": (top - spread * i / 4 + offsets[i, j]) / 100,
              "train_acc_last": train, "train_acc_best": train, "tau_interp": 20,
-             "eval_subset": 10_000, "T_adapt": 500.0, "T_SGD": 1e-3, **fields}
+             "eval_subset": 10_000, "best_test_subset": None, "T_adapt": 500.0, "T_SGD": 1e-3,
+             **fields}
             for i, s in enumerate(FIVE) for j, k in enumerate(seeds)]
 
 
@@ -180,6 +181,17 @@ def test_accuracy_above_chance_is_the_exact_binomial_lower_bound():
     """60 / 500 = 12%: its 95% interval reaches down to 9.3%, chance; 80 / 500 does not."""
     images = np.array([500.0, 500.0])
     assert gates.above_chance(np.array([0.12, 0.16]), images).tolist() == [False, True]
+
+
+def test_the_test_at_tau_best_counts_the_images_it_was_made_on():
+    """11% is chance within the error of 500 images, above it on 10,000 (best_test_subset);
+    validation over epochs stays at the 500 images of eval_subset."""
+    rows = pd.DataFrame({"test_acc_best": [0.11, 0.11], "dataset": "cifar10",
+                         "eval_subset": [500, 500], "best_test_subset": [None, 10_000]})
+    assert gates.test_images(rows).tolist() == [500, 10_000]
+    assert gates.epoch_images(rows).tolist() == [500, 500]
+    assert gates.above_chance(rows["test_acc_best"].to_numpy(),
+                              gates.test_images(rows)).tolist() == [False, True]
 
 
 def test_the_batchnorm_gate_reads_the_recorded_variance_ratio():

@@ -125,6 +125,10 @@ SPEC_CASES = {
     "b above the training set": (text_of(spec(b=32)), "b"),
     "train_subset above synthetic": (text_of(spec(train_subset=5000)), "train_subset"),
     "eval_subset above synthetic": (text_of(spec(eval_subset=4000)), "eval_subset"),
+    "best_test_subset above synthetic": (text_of(spec(best_test_subset=4000)),
+                                         "best_test_subset"),
+    "best_test_subset within eval_subset": (text_of(spec(best_test_subset=8)),
+                                            "best_test_subset"),
     "width huge": (text_of(spec(width=1e6)), "width"),
     "colliding sigma_w": (text_of(mutated(lambda d: d.update(
         runs=[{"sigma_w": 0.501, "seed": 0}, {"sigma_w": 0.504, "seed": 0}]))), "sw0.50-s0"),

@@ -27,7 +27,7 @@ from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3, lr0=1e-3,
                 width=0.125, dataset="synthetic", train_subset=160, eval_subset=64,
-                augment=True)
+                best_test_subset=128, augment=True)  # weights at tau_best checkpointed too
 PACK = Pack(RECIPE, (Run(RECIPE, 0.5, 0), Run(RECIPE, 2.0, 1)))
 CPU = torch.device("cpu")
 

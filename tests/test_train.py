@@ -107,6 +107,32 @@ def test_records_of_a_pack(splits, tmp_path):
     assert big["kernel_fro_norm_init"].iloc[0] > 4 * row["kernel_fro_norm_init"]
 
 
+def test_test_accuracy_at_tau_best_on_more_images(tmp_path):
+    """best_test_subset: the weights at tau_best, tested once after training on that many
+    test images, give what testing those images every epoch gives at tau_best; training,
+    validation and tau_best are untouched."""
+    points = [(0.5, 0), (2.0, 1)]
+    once = tiny_recipe(epochs=4, eval_subset=64, best_test_subset=256)
+    every_epoch = tiny_recipe(epochs=4, eval_subset=256)
+    plain = tiny_recipe(epochs=4, eval_subset=64)
+    for recipe in (once, every_epoch, plain):
+        train(pack_of(recipe, points), data.load_splits(recipe, None), tmp_path / recipe.recipe_id)
+    assert once.recipe_id.endswith("-v64-t256")
+    for point in points:
+        h_once, s_once = (read_records(tmp_path / once.recipe_id / Run(once, *point).run_dir))
+        h_plain, s_plain = read_records(tmp_path / plain.recipe_id / Run(plain, *point).run_dir)
+        h_every, _ = read_records(tmp_path / every_epoch.recipe_id
+                                  / Run(every_epoch, *point).run_dir)
+        tau_best = s_once["tau_best"].iloc[0]
+        assert s_once["test_acc_best"].iloc[0] == h_every.set_index("epoch").loc[tau_best,
+                                                                                "test_acc"]
+        metrics = h_once.columns.drop("run_id")
+        pd.testing.assert_frame_equal(h_once[metrics], h_plain[metrics], check_exact=True)
+        same = s_once.columns.drop(["run_id", "best_test_subset", "test_acc_best",
+                                    "wall_time_s"])
+        pd.testing.assert_frame_equal(s_once[same], s_plain[same], check_exact=True)
+
+
 def test_measuring_bn_var_ratio_changes_no_training_number(splits, tmp_path, monkeypatch):
     """float32, as studies train: every other record column and every final weight is
     bitwise what BatchNorm gives without keeping its batch variance."""

@@ -79,10 +79,16 @@ def trained(cell: str, runs: pd.DataFrame, spec: dict[str, Any]) -> list[Gate]:
     return gates
 
 
+def epoch_images(rows: pd.DataFrame) -> pd.Series:
+    """Validation (and test) images evaluated every epoch: eval_subset, else the split."""
+    full = rows["dataset"].map(lambda d: DATASET_SIZES[d][1]).astype(float)
+    return rows["eval_subset"].astype(float).fillna(full)
+
+
 def test_images(runs: pd.DataFrame) -> np.ndarray:
-    """Images each run is evaluated on: its eval_subset, else its data set's split."""
-    full = runs["dataset"].map(lambda d: DATASET_SIZES[d][1]).astype(float)
-    return runs["eval_subset"].astype(float).fillna(full).to_numpy()
+    """Test images behind each run's test_acc_best: its best_test_subset, else those
+    evaluated every epoch."""
+    return runs["best_test_subset"].astype(float).fillna(epoch_images(runs)).to_numpy()
 
 
 def above_chance(accuracy: np.ndarray, images: np.ndarray) -> np.ndarray:
@@ -122,7 +128,7 @@ def _batchnorm(cell: str, runs: pd.DataFrame) -> Gate:
 
 def evaluation_over_epochs(cell: str, history: pd.DataFrame) -> Gate:
     """Validation accuracy above chance at every epoch a |beta(t)| value reads."""
-    ok = above_chance(history["val_acc"].to_numpy(float), test_images(history))
+    ok = above_chance(history["val_acc"].to_numpy(float), epoch_images(history).to_numpy())
     bad = history[~ok]
     detail = (f"validation accuracy above chance at {int(ok.sum())} of {len(history)} "
               "run-epochs read")

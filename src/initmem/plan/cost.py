@@ -320,8 +320,11 @@ def one_run_per_device_seconds(pack: Pack, throughput: Throughput = BUILTIN,
                for run in pack.runs)
 
 
-def _eval_images(recipe: Recipe) -> int:
-    return 2 * recipe.eval_subset if recipe.eval_subset else EVAL_IMAGES
+def _eval_images(recipe: Recipe) -> float:
+    """Inference images of one run per epoch: validation and test, and its share of the
+    test at tau_best once after training."""
+    per_epoch = 2 * recipe.eval_subset if recipe.eval_subset else EVAL_IMAGES
+    return per_epoch + (recipe.best_test_subset or 0) / recipe.epochs
 
 
 def runtime_minutes(pack: Pack, floor: int, throughput: Throughput = BUILTIN,

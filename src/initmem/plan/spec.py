@@ -32,7 +32,7 @@ MUON_OPTIMIZERS = ("muon", "muon_orthogonal")  # Keras Muon: an AdamW path besid
 # Recipe fields newer than some records and specs: left at their default they are left
 # out of a spec (so pack hashes, checkpoints and spec files stay as they were), and a
 # record without the column was made with the default.
-LATER_FIELDS = {"muon_adam_weight_decay": None}
+LATER_FIELDS = {"muon_adam_weight_decay": None, "best_test_subset": None}
 SCHEDULES = ("cosine", "constant")
 DATASETS = ("cifar10", "synthetic")
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
@@ -78,6 +78,11 @@ class Recipe:
     dataset: str = "cifar10"
     train_subset: int | None = None  # first n of the 40,000 training images (demos)
     eval_subset: int | None = None  # first n of validation and of test images (demos)
+    # first n test images on which each run's weights at tau_best (kept in memory) are
+    # evaluated once after training, for a test_acc_best with a small binomial error
+    # (10,000 images: SE <= 0.5 pp) without testing that many images every epoch.
+    # null: test_acc_best is the per-epoch test accuracy at tau_best.
+    best_test_subset: int | None = None
 
     def __post_init__(self) -> None:
         _check(bool(self.family) and self.family.replace("_", "").isalnum(), "family",
@@ -107,11 +112,15 @@ class Recipe:
         _check(self.patience is None or (_count(self.patience) and self.patience > 0),
                "patience", self.patience, "null or a positive integer")
         n_train, n_eval = DATASET_SIZES[self.dataset]
-        for key, most in (("train_subset", n_train), ("eval_subset", n_eval)):
+        for key, most in (("train_subset", n_train), ("eval_subset", n_eval),
+                          ("best_test_subset", n_eval)):
             value = getattr(self, key)
             _check(value is None or (_count(value) and 0 < value <= most), key, value,
                    f"null or a positive integer of at most {most} (the {self.dataset} "
                    "data set's size)")
+        _check(self.best_test_subset is None or self.best_test_subset > self.n_eval,
+               "best_test_subset", self.best_test_subset, f"null or more than the "
+               f"{self.n_eval} test images tested every epoch (eval_subset)")
         _check(self.b <= self.n_train, "b", self.b,
                f"at most the {self.n_train} training images of an epoch")
         _check(self.optimizer != "sgd_momentum" or self.momentum > 0, "momentum",
@@ -149,6 +158,16 @@ class Recipe:
         return self.train_subset or DATASET_SIZES[self.dataset][0]
 
     @property
+    def n_eval(self) -> int:
+        """Validation images, and test images evaluated every epoch."""
+        return self.eval_subset or DATASET_SIZES[self.dataset][1]
+
+    @property
+    def n_test_best(self) -> int:
+        """Test images behind test_acc_best."""
+        return self.best_test_subset or self.n_eval
+
+    @property
     def steps_per_epoch(self) -> int:
         """Keras keeps the last partial batch: ceil(n_train / b) updates per epoch."""
         return math.ceil(self.n_train / self.b)
@@ -181,6 +200,8 @@ class Recipe:
             parts.append(f"n{self.train_subset}")
         if self.eval_subset:
             parts.append(f"v{self.eval_subset}")
+        if self.best_test_subset:
+            parts.append(f"t{self.best_test_subset}")
         return "-".join(parts)
 
 

@@ -22,7 +22,10 @@ history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs the
 summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     status                     completed | early_stopped | diverged
     epochs_run, tau_best, tau_interp (null: never reached train acc >= 0.995)
-    test_acc_best, val_acc_best, train_acc_best, val_loss_best   (at tau_best)
+    test_acc_best, val_acc_best, train_acc_best, val_loss_best   (at tau_best; where the
+                               recipe sets best_test_subset, test_acc_best is the weights
+                               at tau_best tested once on that many test images, not the
+                               history's test_acc of that epoch)
     val_acc_interp (null without tau_interp), val_acc_last, test_acc_last, train_acc_last
     repair_gap = val_acc_best - val_acc_interp (null without tau_interp)
     kernel_fro_norm_init, kernel_fro_norm_best, kernel_fro_norm_last
@@ -118,9 +121,10 @@ class RecordError(InputError):
 def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
               diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
               device: str, determinism: str = "", torch_version: str | None = None,
-              data_verification: str | None = None,
+              data_verification: str | None = None, test_acc_best: float | None = None,
               record_source: str = TRAINED) -> dict[str, Any]:
-    """The summary row of one run from its (finite) per-epoch history."""
+    """The summary row of one run from its (finite) per-epoch history; `test_acc_best`,
+    where given, is the weights at tau_best tested on Recipe.best_test_subset images."""
     h = history.sort_values("epoch").reset_index(drop=True)
     empty = h.empty
     best = None if empty else h.loc[h["val_loss"].idxmin()]
@@ -139,7 +143,8 @@ def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
         "epochs_run": len(h),
         "tau_best": None if best is None else int(best["epoch"]),
         "tau_interp": None if first_interp is None else int(first_interp["epoch"]),
-        "test_acc_best": at(best, "test_acc"), "val_acc_best": at(best, "val_acc"),
+        "test_acc_best": at(best, "test_acc") if test_acc_best is None else test_acc_best,
+        "val_acc_best": at(best, "val_acc"),
         "train_acc_best": at(best, "train_acc"), "val_loss_best": at(best, "val_loss"),
         "val_acc_interp": at(first_interp, "val_acc"),
         "val_acc_last": at(last, "val_acc"), "test_acc_last": at(last, "test_acc"),

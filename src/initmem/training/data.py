@@ -86,6 +86,9 @@ class Splits:
     test_x: Tensor
     test_y: Tensor
     verification: str  # how the files were verified: md5, manifest, unverified, synthetic
+    # the larger test set of Recipe.best_test_subset (whose first images are test_x)
+    best_test_x: Tensor | None = None
+    best_test_y: Tensor | None = None
 
 
 def as_float(x: Tensor) -> Tensor:
@@ -101,25 +104,27 @@ def load_splits(recipe: Recipe, root: str | Path | None, *, download: bool = Fal
     dataset "cifar10" reads `<root>/cifar-10-batches-py` (downloading it first when
     `download`); "synthetic" generates `synthetic_splits` and ignores `root` (may be None).
     """
-    synthetic = recipe.dataset == "synthetic"
-    n_eval = recipe.eval_subset or (SYNTHETIC_EVAL_SIZE if synthetic else EVAL_SIZE)
-    if synthetic:
-        arrays = synthetic_splits(recipe.n_train, n_eval, n_eval)
+    n_eval, n_test = recipe.n_eval, recipe.n_test_best
+    if recipe.dataset == "synthetic":
+        arrays = synthetic_splits(recipe.n_train, n_eval, n_test)
         verification = GENERATED_DATA
     elif root is None:
         raise DataError("dataset cifar10 needs a root folder (config data.root, --data-root)")
     else:
         arrays, verification = _cifar10_splits(Path(root), download, allow_unverified,
-                                               (recipe.n_train, n_eval, n_eval))
+                                               (recipe.n_train, n_eval, n_test))
     cut = []
-    for (x, y), n, name in zip(arrays, (recipe.n_train, n_eval, n_eval),
+    for (x, y), n, name in zip(arrays, (recipe.n_train, n_eval, n_test),
                                ("train", "validation", "test"), strict=True):
         if n > len(y):
             raise DataError(f"the recipe asks for {n} {name} images but the {recipe.dataset} "
-                            f"data ({verification}) has "
-                            f"{len(y)}; set train_subset/eval_subset to at most {len(y)}")
+                            f"data ({verification}) has {len(y)}; set train_subset/"
+                            f"eval_subset/best_test_subset to at most {len(y)}")
         cut += [x[:n].to(device), y[:n].to(device)]
-    return Splits(*cut, verification=verification)
+    train_x, train_y, val_x, val_y, test_x, test_y = cut
+    best = (test_x, test_y) if recipe.best_test_subset else (None, None)
+    return Splits(train_x, train_y, val_x, val_y, test_x[:n_eval], test_y[:n_eval],
+                  verification, *best)
 
 
 # ----------------------------------------------------------------------------- CIFAR-10

@@ -46,8 +46,8 @@ EVAL_BATCH = {"cpu": 128, "cuda": 1000}
 # What a checkpoint holds: tensors, numbers and the pack's spec as plain data, never an
 # initmem class (a pickled class ties a checkpoint to a module path). Bump on any change.
 # 5: the last batch's BatchNorm variances (an epoch resumed after its last update records
-# its bn_var_ratio from them).
-CHECKPOINT_FORMAT = 5
+# its bn_var_ratio from them). 6: each run's weights at tau_best (Recipe.best_test_subset).
+CHECKPOINT_FORMAT = 6
 
 
 @torch.no_grad()
@@ -97,6 +97,11 @@ class RunState:
     diverged_epoch: int | None = None
     early_stopped: bool = False
     written: bool = False  # records on disk
+
+    def is_best(self, epoch: int) -> bool:
+        """Whether `epoch`, just recorded, is the run's tau_best so far (its lowest val
+        loss: records.files.summarize's rule)."""
+        return self.wait == 0 and bool(self.history) and self.history[-1]["epoch"] == epoch
 
     @property
     def active(self) -> bool:
@@ -176,6 +181,8 @@ class PackTrainer:
         self.single = build_model(recipe, 1).to(device) if device.type == "cpu" else None
         self.members = list(range(len(runs)))  # the model's rows, as indices of runs
         self.departed: dict[int, dict[str, Tensor]] = {}  # run index -> final weights
+        # run index -> weights at tau_best so far, for the test of Recipe.best_test_subset
+        self.best_weights: dict[int, dict[str, Tensor]] = {}
         self.run_updates = 0
         self.generators = [data.run_generators(r.seed, device) for r in runs]
         self.order_gens = [g["order"] for g in self.generators]
@@ -301,11 +308,14 @@ class PackTrainer:
         rows = columns.T.tolist()  # the epoch's one host synchronisation
         lr = learning_rate(recipe, self.k - 1)
         logged = []
-        for m, row in zip(self.members, rows, strict=True):
+        for i, (m, row) in enumerate(zip(self.members, rows, strict=True)):
             state = self.states[m]
             if state.active:
                 state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
                                           **vars(self.clocks)})
+                if recipe.best_test_subset and state.is_best(self.epoch):
+                    self.best_weights[m] = {name: t[i:i + 1].detach().clone()
+                                            for name, t in self.model.state_dict().items()}
                 logged += state.history[-1:] if state.diverged_epoch is None else []
                 if not state.active:
                     self.elapsed_s = time.monotonic() - started
@@ -321,6 +331,7 @@ class PackTrainer:
         i = self.states.index(state)
         history = history_frame(state.history)
         summary = summarize(state.run, history,
+                            test_acc_best=self._best_test_accuracy(i),
                             kernel_fro_norm_init=self.kernel_fro_norm_init[i],
                             diverged_epoch=state.diverged_epoch,
                             early_stopped=state.early_stopped,
@@ -332,6 +343,19 @@ class PackTrainer:
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
+
+    def _best_test_accuracy(self, run: int) -> float | None:
+        """Recipe.best_test_subset: the run's weights at tau_best on that many test images
+        (NaN for a run that never logged an epoch); None: the per-epoch test set's."""
+        if not self.pack.recipe.best_test_subset:
+            return None
+        if run not in self.best_weights:
+            return math.nan
+        net = build_model(self.pack.recipe, 1).to(self.device)
+        net.channels_last = self.channels_last
+        net.load_state_dict(self.best_weights.pop(run))  # tested once: memory goes back
+        _, accuracy = evaluate(net, self.splits.best_test_x, self.splits.best_test_y, 0.0)
+        return float(accuracy[0])
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -347,6 +371,7 @@ class PackTrainer:
             "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
             "kernel_fro_norm_init": self.kernel_fro_norm_init,
             "members": self.members, "departed": self.departed,
+            "best_weights": self.best_weights,
             "run_updates": self.run_updates,
             "batch_variances": _batch_variances(self.model),
         }
@@ -394,6 +419,7 @@ class PackTrainer:
     def _restore(self, saved: dict[str, Any]) -> None:
         self._keep(saved["members"])  # fewer than the pack's runs after a compaction
         self.departed = saved["departed"]
+        self.best_weights = saved["best_weights"]
         self.run_updates = saved["run_updates"]
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
