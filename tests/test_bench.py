@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_training  # noqa: E402
 import byteflip  # noqa: E402
 import equivalence  # noqa: E402
+import idle_cores  # noqa: E402
 import quiet  # noqa: E402
 
 
@@ -166,3 +167,37 @@ def test_byteflip_sweep_counts_every_flip_and_restores_the_file(tmp_path):
         counts = byteflip.sweep(path, read, 20, rng)
         assert sum(counts.values()) == 20 and counts["silent"] == counts["crash"] == 0
         assert path.read_bytes() == before
+
+
+SNAKEMAKE_LOG = """Provided cores: 2
+[Thu Dec  3 10:00:00 2026]
+localrule write_pack_spec:
+    jobid: 4
+[Thu Dec  3 10:00:00 2026]
+Finished jobid: 4 (Rule: write_pack_spec)
+[Thu Dec  3 10:00:00 2026]
+localrule train_a:
+    jobid: 3
+[Thu Dec  3 10:00:00 2026]
+rule train_b:
+    jobid: 5
+    threads: 2
+[Thu Dec  3 10:00:30 2026]
+Finished jobid: 3 (Rule: train_a)
+[Thu Dec  3 10:01:00 2026]
+Finished jobid: 5 (Rule: train_b)
+[Thu Dec  3 10:01:00 2026]
+localrule train_c:
+    jobid: 6
+[Thu Dec  3 10:02:00 2026]
+localrule archive:
+    jobid: 0
+"""
+
+
+def test_idle_cores_from_a_snakemake_log():
+    """a (1 thread, 30 s) and b (2 threads, 60 s) overlap on 2 cores: busy, capped, 2 cores
+    for 60 s; then c runs alone until the log is cut at 10:02: one core idle for 60 s."""
+    cores, jobs, last = idle_cores.training_jobs(SNAKEMAKE_LOG.splitlines())
+    assert cores == 2 and [j.threads for j in jobs] == [1, 2, 1]
+    assert idle_cores.idle(cores, jobs, last) == (120.0, 180.0, 60.0)
