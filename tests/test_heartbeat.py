@@ -74,6 +74,23 @@ def test_a_pack_held_by_another_trainer_is_refused(tmp_path, other_trainer, how)
     assert not (out / PACK.runs[0].run_dir).exists()
 
 
+def test_of_two_trainers_starting_at_once_one_holds_the_pack(tmp_path):
+    """The lock is taken before the heartbeat is read: a second claim while the first
+    holds it is refused even before any heartbeat exists; released, the pack is free and
+    no lock file is left behind."""
+    with heartbeat.held(tmp_path, PACK, tmp_path / "pack.json"):
+        lock = tmp_path / f"{PACK.key}.lock"
+        assert lock.exists()
+        heartbeat.path_of(tmp_path, PACK).unlink()  # as if the first had not beaten yet
+        refused = pytest.raises(heartbeat.Held, match=f"pack {PACK.key} is being trained "
+                                                      "by another process on this host")
+        with refused, heartbeat.held(tmp_path, PACK, tmp_path / "pack.json"):
+            pass
+    assert not lock.exists() and not list(tmp_path.iterdir())
+    with heartbeat.held(tmp_path, PACK, tmp_path / "pack.json"):
+        pass
+
+
 @pytest.mark.slow
 def test_a_dead_trainers_heartbeat_is_taken_over_and_removed_at_the_end(tmp_path, dead_pid):
     spec, out = tmp_path / "pack.json", tmp_path / "out"

@@ -13,13 +13,17 @@ A heartbeat is
               (another host: no recent beat; that process may be dead or hung)
     dead      its process is gone without a word (same host: SIGKILL, a lost node)
     ended     its process said it stopped (the pack resumes from its checkpoint)
-Before training a pack, `initmem train` refuses when a live or stalled heartbeat of
-another process on this host, or a live one from another host, holds it: an unlock and
-rerun of Snakemake can never train one pack twice. A dead one is taken over with a warning.
+Before training a pack, `initmem train` takes `<pack key>.lock` (an exclusive flock,
+which the kernel drops when its process dies, even by SIGKILL), so of two trainers that
+start on one pack at the same instant exactly one goes on; then it refuses when a live or
+stalled heartbeat of another process on this host, or a live one from another host, holds
+it: an unlock and rerun of Snakemake can never train one pack twice. A dead one is taken
+over with a warning.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -134,11 +138,48 @@ def _check_free(path: Path) -> None:
                "process or wait for it (`initmem status` lists trainers)")
 
 
+def _lock(path: Path, beat_path: Path) -> int:
+    """An exclusive flock on `path`, or Held naming the holder; retried when the file was
+    unlinked by its previous holder between our open and our lock."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            beat = read(beat_path)
+            who = holder(beat) if beat else "another process on this host"
+            raise Held(f"pack {path.name.removesuffix('.lock')} is being trained by {who} "
+                       f"(it holds {path}); end that process or wait for it (`initmem "
+                       "status` lists trainers)") from None
+        with suppress(FileNotFoundError):
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        os.close(fd)
+
+
+@contextmanager
+def _locked(path: Path, beat_path: Path):
+    fd = _lock(path, beat_path)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # before the unlock: a waiter then locks a new file
+        os.close(fd)
+
+
 @contextmanager
 def held(root: Path, pack: Pack, spec: Path):
     """The pack's heartbeat while the block trains it (refused when another holds it)."""
     path = path_of(root, pack)
-    _check_free(path)
+    with _locked(root / f"{pack.key}.lock", path):
+        _check_free(path)
+        with _beating(path, pack, spec) as heartbeat:
+            yield heartbeat
+
+
+@contextmanager
+def _beating(path: Path, pack: Pack, spec: Path):
     now = time.time()
     heartbeat = Heartbeat(path, {
         "pid": os.getpid(), "host": socket.gethostname(), "start": now, "pack": pack.key,
