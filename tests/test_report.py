@@ -3,6 +3,7 @@ report of a tiny config built and opened as a reader would."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shutil
@@ -14,6 +15,7 @@ from workflow_helpers import ROOT, TEST_CONFIG, job_counts, snakemake
 
 from initmem import cli, paper
 from initmem.paper import browser, report
+from initmem.records import status as sweep
 
 FIGURES = [f"fig{n}.png" for n in range(1, 10)]
 TABLES = [f"table{n}.html" for n in range(1, 8)]
@@ -62,6 +64,21 @@ def test_status_page_names_the_config_counts_and_missing_runs():
     assert "<pre>seed_sets: {}</pre>" in text
     assert "<td class=\"key\">diverged</td><td>1</td>" in text
     assert "Runs without a record" in text and "<li>c</li>" in text
+
+
+def test_a_live_sweeps_status_page_shows_initmem_status(tmp_path):
+    """From records (not an archive) the page adds `initmem status` of the sweep's config:
+    the same function, so the same counts, trainers and device-hours."""
+    runs = tmp_path / "runs.parquet"
+    runs_frame().to_parquet(runs)
+    out, marks = tmp_path / "status.html", tmp_path / "marks.json"
+    assert cli.main(["report", "status", "--runs", str(runs), "--config-name", "config/test.yaml",
+                     "--records", str(tmp_path / "records"), "--sweep-config",
+                     str(TEST_CONFIG), "--out", str(out), "--marks", str(marks)]) == 0
+    text = out.read_text()
+    expected = sweep.render(sweep.sweep_status(TEST_CONFIG, tmp_path / "records"))
+    assert "Sweep status" in text and "queued" in text and "device-hours" in text
+    assert html.escape(expected.splitlines()[1]) in text  # the counts' header row
 
 
 class Rows(HTMLParser):
@@ -197,4 +214,4 @@ def test_tiny_report_opens_in_chromium_with_every_figure_and_table(tmp_path):
     assert problems == []
     assert SCREENSHOT.stat().st_size > 10_000
     status = (tmp_path / "results" / "report" / "status.html").read_text()
-    assert "config/test.yaml" in status
+    assert "config/test.yaml" in status and "Sweep status" in status

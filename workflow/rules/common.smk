@@ -177,11 +177,16 @@ CAPTIONS = Path(workflow.basedir) / "workflow" / "report"
 MARKS_FILE = f"{REPORT_DIR}/marks.json"
 
 
-def config_name():
-    """The config file this run read, relative to the checkout when it lies inside."""
-    path = Path(
+def config_path():
+    """The config file this run read, absolute."""
+    return Path(
         workflow.configfiles[-1] if workflow.configfiles else "config.yaml"
     ).resolve()
+
+
+def config_name():
+    """The config file this run read, relative to the checkout when it lies inside."""
+    path = config_path()
     base = Path(workflow.basedir).resolve()
     return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 

@@ -19,10 +19,15 @@ rule write_report_status:
     params:
         initmem=INITMEM,
         config_name=config_name(),
-        archive=f"--archive {ARCHIVE}" if ARCHIVE else "",
+        # a live sweep's page adds `initmem status` (trainers, device-hours) of its records
+        source=(
+            f"--archive {ARCHIVE}"
+            if ARCHIVE
+            else f"--records results/runs --sweep-config {config_path()}"
+        ),
     shell:
         "{params.initmem} report status --runs {input.runs} "
-        "--config-name {params.config_name:q} {params.archive} --config {input.config} "
+        "--config-name {params.config_name:q} {params.source} --config {input.config} "
         "--out {output.status} --marks {output.marks} > {log} 2>&1"
 
 

@@ -31,6 +31,7 @@ from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.grid import load_config
+from initmem.records import status as sweep
 from initmem.vocabulary import (
     ARCH_LABELS,
     COMPLETED,
@@ -79,7 +80,8 @@ def page(title: str, marks: list[str], body: str) -> str:
 
 
 def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
-                config_text: str = "") -> str:
+                config_text: str = "", sweep_text: str = "") -> str:
+    """The run-status page; `sweep_text`: `initmem status` of a live sweep's records."""
     counts = status_counts(runs)
     rows = [("expected runs", counts["expected"]), ("completed", counts[COMPLETED]),
             ("early stopped", counts[EARLY_STOPPED]), ("diverged", counts[DIVERGED]),
@@ -94,6 +96,8 @@ def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
               f"<pre>{html.escape(config_text)}</pre></details>" if config_text else "")
     body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{config}"
             f"<table>{summary}</table><h3>By family</h3>{by_family.to_html()}"
+            + (f"<h3>Sweep status (<code>initmem status</code>: trainers, device-hours)</h3>"
+               f"<pre>{html.escape(sweep_text)}</pre>" if sweep_text else "")
             + (f"<h3>Runs without a record</h3><ul>{shown}</ul>{more}" if missing else ""))
     return page("Run status", marks, body)
 
@@ -195,6 +199,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--config-name", required=True, help="the config file it came from")
     status.add_argument("--archive", help="the runs archive it was rebuilt from, if any")
     status.add_argument("--config", type=Path, help="results/config.yaml, shown on the page")
+    status.add_argument("--records", type=Path,
+                        help="a live sweep's run records (not an archive): the page adds "
+                             "`initmem status` of --sweep-config over them")
+    status.add_argument("--sweep-config", type=Path, help="the config file the sweep trains")
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
     table = sub.add_parser("table", help="one of Tables 1-7 as HTML")
@@ -223,7 +231,9 @@ def main(args: argparse.Namespace) -> int:
         marks = provenance_marks(status_counts(runs), args.config_name, args.archive)
         write(args.marks, json.dumps(marks, indent=1) + "\n")
         config_text = args.config.read_text() if args.config else ""
-        write(args.out, status_page(runs, args.config_name, marks, config_text))
+        sweep_text = (sweep.render(sweep.sweep_status(args.sweep_config, args.records))
+                      if args.records else "")
+        write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text))
     elif args.action == "table":
         if args.number > 1 and args.cells is None:
             raise InputError(f"table {args.number} is drawn from its cells: pass --cells "
