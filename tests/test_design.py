@@ -71,6 +71,26 @@ def test_the_plan_names_each_obstacle_before_training():
     assert plan(config_with(epochs=100, lr0=0.1), noise_sd=0.5).startswith("reachable")
 
 
+def test_a_cell_the_config_leaves_out_is_planned_at_its_scale():
+    """The reference's (the paper's) adam cell, at the config's data and width, says why
+    a small study leaves it out, or that it could run it, with seeds and hours."""
+    small = config_with(epochs=100, lr0=0.1)
+    small["families"]["main"]["grid"]["optimizer"] = ["sgd"]
+    small = grid.validate_config(small)
+    halved = {**small, "common": {**small["common"], "train_subset": 32}}
+    at_32 = design.Scale.of(halved, config_with(epochs=10))
+    assert set(at_32.table["train_subset"]) == {32}
+    assert set(at_32.table["optimizer"]) == {"sgd", "adam"}
+    short = design.plan_table([claim()], small, None, 0.5, config_with(epochs=10))["plan"][0]
+    assert short.startswith("cannot: not in the config (adam); at its scale out of regime: "
+                            "adam: T_adapt reached")
+    assert "adam: 80 updates, BatchNorm needs" in short  # 10 epochs of 64 images at b = 8
+    long = design.plan_table([claim()], small, None, 0.5, config_with(epochs=100, lr0=0.1))
+    assert long["plan"][0].startswith("cannot: not in the config (adam); at its scale its "
+                                      "clocks and BatchNorm updates would suffice (sgd: 3 of")
+    assert long["device_hours"][0] > 0
+
+
 def test_batchnorm_needs_about_six_hundred_updates():
     """From 1,000x off to within 2x at Keras' momentum 0.99: 0.99^k <= 0.002."""
     assert design.BN_UPDATES == 619

@@ -66,6 +66,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-sd", type=float, default=2.0,
                         help="--plan: the seed noise (pp) where --noise-from has no "
                              "multi-seed cell like the claim's (default %(default)s)")
+    parser.add_argument("--reference", type=Path, default=Path("config.yaml"),
+                        help="--plan: the paper's config, whose cells stand in, at --config's "
+                             "scale, for those --config leaves out (default %(default)s, "
+                             "where it exists)")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
     parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
@@ -97,7 +101,9 @@ def plan(args: argparse.Namespace) -> int:
     if args.noise_from is not None:
         noise = (tables_from_archive(None, args.noise_from)[0]
                  if args.noise_from.suffix == ".tar" else pd.read_parquet(args.noise_from))
-    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd)
+    reference = load_config(args.reference) if args.reference.exists() else None
+    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd,
+                              reference)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
     if args.out_md:

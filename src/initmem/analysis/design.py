@@ -13,10 +13,15 @@ For each claim of the claims file, on the config's expected runs:
 - its cost: the device-hours of the packs that hold its runs (the config's throughput
   model: a CPU CSV gives CPU hours, else the built-in GPU estimate).
 The trained gate can only be seen after training; the plan says so.
+A cell the config does not run is planned at the config's scale: the reference config's
+(the paper's) same cell with the config's data and width (SCALE_FIELDS), so the plan says
+why a small study leaves it out (its clock would fall short, its BatchNorm would lag) or
+that it could run it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -28,9 +33,9 @@ from initmem.analysis import claims as judge
 from initmem.analysis import gates, inference
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.plan import cost
-from initmem.plan.grid import expand_runs, make_packs
+from initmem.plan.grid import expand_runs, pack_runs
 from initmem.plan.schedule import schedule_clocks
-from initmem.plan.spec import Recipe
+from initmem.plan.spec import Recipe, Run, SpecError
 from initmem.records.aggregate import expected_specs
 from initmem.vocabulary import FIVE_SIGMAS
 
@@ -39,6 +44,8 @@ BN_START_RATIO = 1000.0
 BN_UPDATES = math.ceil(math.log(gates.BN_VAR_FACTOR / BN_START_RATIO)
                        / math.log(BN_MOMENTUM_DECAY))
 CLOCKS = ("T_SGD", "T_L2", "T_adapt")
+# What sets a study's scale, as against its experiments (config `common`).
+SCALE_FIELDS = ("dataset", "width", "train_subset", "eval_subset", "best_test_subset")
 # Seed noise of |beta(t)|'s decades where no reference measures it: the laptop study
 # measured 0.05 (SGD) to 0.13 (Adam) decades between seeds at b = 16.
 DECAY_NOISE = 0.2
@@ -55,7 +62,10 @@ def final_clocks(recipe: Recipe) -> dict[str, float]:
 def planned_runs(config: dict[str, Any]) -> pd.DataFrame:
     """The config's expected runs as a runs table: specs, the clocks they will reach and
     their updates, every outcome still to come (status "planned")."""
-    runs = expand_runs(config)
+    return _planned(expand_runs(config))
+
+
+def _planned(runs: list[Run]) -> pd.DataFrame:
     table = expected_specs(runs)
     for name in CLOCKS:
         table[name] = [final_clocks(r.recipe)[name] for r in runs]
@@ -65,23 +75,53 @@ def planned_runs(config: dict[str, Any]) -> pd.DataFrame:
 
 
 @dataclass
+class Scale:
+    """The reference config's (the paper's) runs at a config's scale: the config's common
+    data and width fields replace theirs (a run impossible there, b above its images, is
+    left out); packed and priced by the config's execution."""
+
+    runs: list[Run]
+    table: pd.DataFrame  # as planned_runs
+    execution: dict[str, Any]
+
+    @classmethod
+    def of(cls, config: dict[str, Any], reference: dict[str, Any]) -> Scale:
+        scale = {k: config["common"][k] for k in SCALE_FIELDS if k in config["common"]}
+        runs = []
+        for run in expand_runs(reference):
+            try:
+                runs.append(Run(dataclasses.replace(run.recipe, **scale), run.sigma_w,
+                                run.seed))
+            except SpecError:
+                continue
+        return cls(runs, _planned(runs), config["execution"])
+
+
+@dataclass
 class ClaimPlan:
     claim: dict[str, Any]
     missing: list[str]
     clock: list[gates.Gate]
     batchnorm: list[str]
     seeds: dict[str, tuple[int, int | None]]  # cell -> (seeds run, seeds needed)
-    hours: float
+    hours: float  # of the config's runs; with stand-ins, theirs at the config's scale
     unplanned: list[str]  # why a condition has no seed count (no paper value to plan for)
+    scaled: list[str]  # the missing cells the reference's runs at this scale stand in for
 
     @property
     def outcome(self) -> str:
-        if self.missing:
-            return "cannot: not in the config (" + ", ".join(self.missing) + ")"
         out = [g for g in self.clock if g.passed is False]
-        if out or self.batchnorm:
-            return "out of regime: " + "; ".join([*(f"{g.cell}: {g.detail}" for g in out),
-                                                   *self.batchnorm])
+        obstacles = "; ".join([*(f"{g.cell}: {g.detail}" for g in out), *self.batchnorm])
+        if self.missing:
+            text = "cannot: not in the config (" + ", ".join(self.missing) + ")"
+            if len(self.scaled) == len(self.missing):
+                text += ("; at its scale out of regime: " + obstacles if obstacles else
+                         "; at its scale its clocks and BatchNorm updates would suffice "
+                         f"({self.seeds_text()}; {self.hours:.3g} device-hours for "
+                         f"{', '.join(self.scaled)} with the reference's seeds)")
+            return text
+        if obstacles:
+            return "out of regime: " + obstacles
         short = {c: s for c, s in self.seeds.items() if s[1] is None or s[0] < s[1]}
         if self.unplanned:
             return "unplanned: " + "; ".join(self.unplanned)
@@ -92,32 +132,50 @@ class ClaimPlan:
         return ("reachable: its clocks, BatchNorm updates and seeds suffice (trained: seen "
                 "after training)")
 
+    def seeds_text(self) -> str:
+        return "; ".join(f"{c}: {h} of {'>200' if n is None else n}"
+                         for c, (h, n) in self.seeds.items()) or "seeds: unplanned"
+
     def row(self) -> dict[str, Any]:
         return {"id": self.claim["id"], "plan": self.outcome,
                 "clock": "; ".join(g.text() for g in self.clock),
                 "batchnorm": "; ".join(self.batchnorm) or "enough updates",
-                "seeds": "; ".join(f"{c}: {h} of {'>200' if n is None else n}"
-                                   for c, (h, n) in self.seeds.items()),
+                "seeds": self.seeds_text() if self.seeds else "",
                 "device_hours": round(self.hours, 2)}
 
 
 def plan_claim(claim: dict[str, Any], table: pd.DataFrame, config: dict[str, Any],
-               noise: pd.DataFrame | None, noise_sd: float) -> ClaimPlan:
+               noise: pd.DataFrame | None, noise_sd: float,
+               scale: Scale | None = None) -> ClaimPlan:
     cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
     compared = list(dict.fromkeys(v["cell"] for v in claim["values"].values()))
     missing = [c for c in compared if cells[c].empty]
+    stand_ins = {} if scale is None else {
+        c: cell for c in missing
+        if not (cell := judge.select_cell(scale.table, claim["cells"][c])).empty}
+    hours = _hours(expand_runs(config), config["execution"],
+                   set().union(*(set(cells[c]["run_id"]) for c in compared)))
+    if missing and len(stand_ins) == len(missing):
+        hours = _hours(scale.runs, scale.execution,
+                       set().union(*(set(c["run_id"]) for c in stand_ins.values())))
+    cells.update(stand_ins)
     clock = [gates.clock(c["cell"], cells[c["cell"]], c)
              for c in claim.get("gates", {}).get("clock", []) if not cells[c["cell"]].empty]
     batchnorm = [f"{c}: {int(cells[c]['updates'].min())} updates, BatchNorm needs "
                  f"{BN_UPDATES}" for c in compared if not cells[c].empty
                  and cells[c]["arch"].isin(gates.BN_ARCHS).any()
                  and cells[c]["updates"].min() < BN_UPDATES]
-    seeds, unplanned = ({}, []) if missing else _seeds(claim, cells, noise, noise_sd)
-    run_ids = set().union(*(set(cells[c]["run_id"]) for c in compared))
-    packs = [p for p in make_packs(config).values()
+    complete = len(stand_ins) == len(missing)
+    seeds, unplanned = _seeds(claim, cells, noise, noise_sd) if complete else ({}, [])
+    return ClaimPlan(claim, missing, clock, batchnorm, seeds, hours, unplanned,
+                     list(stand_ins))
+
+
+def _hours(runs: list[Run], execution: dict[str, Any], run_ids: set[str]) -> float:
+    """Device-hours of the runs' packs (by execution) that hold any of these run ids."""
+    packs = [p for p in pack_runs(runs, execution["pack_size"]).values()
              if any(r.run_id in run_ids for r in p.runs)]
-    hours = cost.gpu_hours(packs, cost.throughput(config["execution"]))
-    return ClaimPlan(claim, missing, clock, batchnorm, seeds, hours, unplanned)
+    return cost.gpu_hours(packs, cost.throughput(execution))
 
 
 def _seeds(claim: dict[str, Any], cells: dict[str, pd.DataFrame], noise: pd.DataFrame | None,
@@ -171,9 +229,14 @@ def _template(spec: dict[str, Any], cell: pd.DataFrame, noise: pd.DataFrame | No
 
 
 def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
-               noise: pd.DataFrame | None, noise_sd: float) -> pd.DataFrame:
+               noise: pd.DataFrame | None, noise_sd: float,
+               reference: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One plan row per claim; with a reference config (the paper's), the cells the
+    config does not run are planned at its scale."""
     table = planned_runs(config)
-    return pd.DataFrame([plan_claim(c, table, config, noise, noise_sd).row() for c in claims])
+    scale = None if reference is None else Scale.of(config, reference)
+    return pd.DataFrame([plan_claim(c, table, config, noise, noise_sd, scale).row()
+                         for c in claims])
 
 
 def render_markdown(plan: pd.DataFrame, device: str) -> str:

@@ -202,9 +202,13 @@ def _training_fields(recipe: Recipe) -> tuple:
 
 def make_packs(config: dict[str, Any]) -> dict[str, Pack]:
     """pack_id -> Pack, in run order; chunks of execution.pack_size runs per recipe."""
-    size = config["execution"]["pack_size"]
+    return pack_runs(expand_runs(config), config["execution"]["pack_size"])
+
+
+def pack_runs(runs: list[Run], size: int) -> dict[str, Pack]:
+    """pack_id -> Pack: each recipe's runs, in order, in chunks of `size`."""
     by_recipe: dict[Recipe, list[Run]] = {}
-    for run in expand_runs(config):
+    for run in runs:
         by_recipe.setdefault(run.recipe, []).append(run)
     packs = {}
     for recipe, runs in by_recipe.items():
