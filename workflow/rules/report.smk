@@ -23,7 +23,8 @@ rule write_report_status:
         source=(
             f"--archive {ARCHIVE}"
             if ARCHIVE
-            else f"--records results/runs --sweep-config {config_path()}"
+            else f"--records results/runs --sweep-config {config_path()} "
+            f"--published {PAPER_DIR / 'published'}"
         ),
     shell:
         "{params.initmem} report status --runs {input.runs} "

@@ -203,6 +203,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="a live sweep's run records (not an archive): the page adds "
                              "`initmem status` of --sweep-config over them")
     status.add_argument("--sweep-config", type=Path, help="the config file the sweep trains")
+    status.add_argument("--published", type=Path, default=Path("paper/published"),
+                        help="the paper's published tables (the sweep's projection)")
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
     table = sub.add_parser("table", help="one of Tables 1-7 as HTML")
@@ -231,7 +233,8 @@ def main(args: argparse.Namespace) -> int:
         marks = provenance_marks(status_counts(runs), args.config_name, args.archive)
         write(args.marks, json.dumps(marks, indent=1) + "\n")
         config_text = args.config.read_text() if args.config else ""
-        sweep_text = (sweep.render(sweep.sweep_status(args.sweep_config, args.records))
+        sweep_text = (sweep.render(sweep.sweep_status(args.sweep_config, args.records,
+                                                      published=args.published))
                       if args.records else "")
         write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text))
     elif args.action == "table":
