@@ -20,7 +20,7 @@ ARCHIVED_CONFIG := results/report/archived.yaml
 CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(CONFIG) $(if $(ARCHIVE),--config archive=$(ARCHIVE))
 
-.PHONY: prerequisites venv data demo laptop report slurm-profile test lint clean
+.PHONY: prerequisites venv data demo laptop report slurm-profile test test-slow lint clean
 
 # Python 3.11 and TeX, checked in a second before anything is built or trained (installed
 # with apt-get where we are root; otherwise the message names the command to run).
@@ -81,8 +81,13 @@ slurm-profile: venv
 	$(BIN)/initmem slurm-profile $(if $(ACCOUNT),--account $(ACCOUNT)) \
 		$(if $(PARTITION),--partition $(PARTITION)) $(if $(FORCE),--force)
 
-test: venv
-	$(BIN)/pytest -q
+# One torch thread per test worker: -n auto runs a worker per core (threads would oversubscribe).
+TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto
+test: venv  # every stage, fast: the slow end-to-end and SLURM cases are test-slow's
+	$(TESTS) -m "not slow and not slurm"
+
+test-slow: venv  # CI runs both
+	$(TESTS) -m "slow or slurm"
 
 lint: venv
 	$(BIN)/ruff check src tests bench

@@ -41,7 +41,9 @@ def records(out: Path) -> list[pd.DataFrame]:
     frames = []
     for run in PACK.runs:
         history, summary = read_records(out / run.run_dir)
-        frames += [history, summary.drop(columns=["wall_time_s"])]
+        # provenance, not results: the wall time, and the commit, which an edit of the
+        # checkout between the two processes marks dirty
+        frames += [history, summary.drop(columns=["wall_time_s", "code_version"])]
     return frames
 
 
