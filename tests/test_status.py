@@ -136,3 +136,27 @@ def test_after_snakemake_is_killed_status_names_the_orphans_and_their_packs_are_
     assert cli.main(["status", "--config", str(config), "--records", str(runs),
                      "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"]["failed"] == 4
+
+
+def fake_tool(folder: Path, name: str, output: str, status_code: int = 0) -> None:
+    tool = folder / name
+    tool.write_text(f"#!/bin/sh\ncat <<'END'\n{output}\nEND\nexit {status_code}\n")
+    tool.chmod(0o755)
+
+
+def test_slurm_jobs_come_live_from_squeue_and_ended_from_sacct(tmp_path, monkeypatch):
+    """squeue lists the running attempt; sacct (accounting) adds the ended ones it no
+    longer lists, failed with their exit code, preempted; other rules' jobs are not ours."""
+    comment = "rule_train_main-p0_wildcards_"
+    fake_tool(tmp_path, "squeue", f"12|RUNNING|0:42|None|{comment}")
+    fake_tool(tmp_path, "sacct", f"10|FAILED|0:05:01|1:0|{comment}\n"
+                                 f"11|PREEMPTED|1:00:00|0:15|{comment}\n"
+                                 f"12|RUNNING|0:00:42|0:0|{comment}\n"
+                                 "13|COMPLETED|0:00:09|0:0|rule_aggregate_runs_wildcards_")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    jobs = status.slurm_jobs({"main-p0": ["main-p0"]})
+    assert [(j["job_id"], j["state"], j["reason"]) for j in jobs] == [
+        ("12", "RUNNING", "None"), ("10", "FAILED", "exit code 1:0"),
+        ("11", "PREEMPTED", "exit code 0:15")]
+    fake_tool(tmp_path, "sacct", "sacct: error: Slurm accounting storage is disabled", 1)
+    assert [j["job_id"] for j in status.slurm_jobs({"main-p0": ["main-p0"]})] == ["12"]

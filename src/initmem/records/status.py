@@ -15,7 +15,9 @@ each running pack's elapsed time, against `initmem cost`'s projection of the sam
 the ETA divides what remains of the projection, scaled by the pace so far (time spent
 over the projection of what it trained), among the trainers running now. Where `squeue`
 answers, the SLURM jobs of the training rules (the Snakemake SLURM plugin's
-`rule_train_<job>` comments) with their states.
+`rule_train_<job>` comments) with their states; where `sacct` answers too (a cluster with
+accounting), also the past week's ended ones: completed, failed with their exit code,
+preempted, requeued, timed out, cancelled.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ RUNNING, FAILED, QUEUED = "running", "failed", "queued"
 STATES = (COMPLETED, EARLY_STOPPED, DIVERGED, RUNNING, QUEUED, FAILED, DAMAGED)
 HOLDING = (heartbeat.LIVE, heartbeat.STALLED)
 SQUEUE_FORMAT = "%i|%T|%M|%r|%k"  # job id, state, time used, reason, comment
+SACCT_FORMAT = "JobIDRaw,State,Elapsed,ExitCode,Comment%300"
+TRAINING_COMMENT = "rule_train_"  # the SLURM plugin's --comment of a rule train_<job>
 
 
 @dataclass
@@ -103,7 +107,7 @@ def sweep_status(config_path: str | Path, records: str | Path,
                for pack_id, pack in packs.items()}  # as the workflow's PACK_SECONDS
     hours, eta = _projection(seconds, walls, finished, trainers, now)
     return SweepStatus(str(config_path), now, _merge(rows), _sum(rows), trainers, hours, eta,
-                       _squeue(cost.training_jobs(seconds, execution["packs_per_job"])))
+                       slurm_jobs(cost.training_jobs(seconds, execution["packs_per_job"])))
 
 
 def _run_states(pack: Pack, records: Path, beat: dict | None) -> tuple[Counter, list[float]]:
@@ -199,23 +203,36 @@ def _projection(seconds: dict[str, float], walls: dict[str, float], finished: li
     return hours, eta
 
 
-def _squeue(jobs: dict[str, list[str]]) -> list[dict[str, str]]:
+def slurm_jobs(jobs: dict[str, list[str]]) -> list[dict[str, str]]:
     """The SLURM jobs of the training rules (job name -> its pack ids, as the workflow
-    groups them), as squeue lists them; none when squeue is absent or does not answer."""
-    if shutil.which("squeue") is None:
+    groups them): squeue's live ones, then sacct's ended ones of the past week that squeue
+    no longer lists; none where neither answers."""
+    live = _query(["squeue", "--me", "--noheader", f"--format={SQUEUE_FORMAT}"], jobs)
+    shown = {j["job_id"] for j in live}
+    ended = _query(["sacct", "-X", "--parsable2", "--noheader", "--starttime", "now-7days",
+                    f"--format={SACCT_FORMAT}"], jobs, sacct=True)
+    return live + [j for j in ended if j["job_id"] not in shown]
+
+
+def _query(command: list[str], jobs: dict[str, list[str]],
+           sacct: bool = False) -> list[dict[str, str]]:
+    """squeue's (id|state|time|reason|comment) or sacct's (id|state|time|exit|comment)
+    lines of the training jobs."""
+    if shutil.which(command[0]) is None:
         return []
     try:
-        out = subprocess.run(["squeue", "--me", "--noheader", f"--format={SQUEUE_FORMAT}"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=20,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):  # no controller, no accounting
         return []
     found = []
     for line in out.splitlines():
-        job_id, state, used, reason, comment = (line.split("|") + [""] * 5)[:5]
-        job = comment.removeprefix("rule_train_").split("_wildcards_")[0]
-        if comment.startswith("rule_train_") and job in jobs:
-            found.append({"job_id": job_id, "state": state, "time": used, "reason": reason,
-                          "job": job, "packs": ", ".join(jobs[job])})
+        job_id, state, used, detail, comment = (line.split("|") + [""] * 5)[:5]
+        job = comment.removeprefix(TRAINING_COMMENT).split("_wildcards_")[0]
+        if comment.startswith(TRAINING_COMMENT) and job in jobs:
+            reason = f"exit code {detail}" if sacct else detail
+            found.append({"job_id": job_id, "state": state.split()[0], "time": used,
+                          "reason": reason, "job": job, "packs": ", ".join(jobs[job])})
     return found
 
 
@@ -260,7 +277,7 @@ def render(status: SweepStatus) -> str:
                   f"{cost.hours_text(h['remaining'])} remaining ({pace}); {eta}"]
     if status.slurm:
         lines += ["", "SLURM jobs:"]
-        lines += _table([["job id", "state", "time", "reason", "job"]]
+        lines += _table([["job id", "state", "time", "reason or exit code", "job"]]
                         + [[j["job_id"], j["state"], j["time"], j["reason"], j["job"]]
                            for j in status.slurm])
     return "\n".join(lines)
