@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from fakes import fake_history, write_fake_run
 
-from initmem import cli
+from initmem import cli, vocabulary
 from initmem.plan import grid
 from initmem.plan.spec import Recipe, Run
 from initmem.records import aggregate
@@ -192,3 +192,13 @@ def test_records_of_an_unknown_schema_are_refused(tmp_path, runs):
     as_written_by_schema(1, tmp_path / runs[0].run_dir)
     with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to 3"):
         read_records(tmp_path / runs[0].run_dir)
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_missing_and_generated_are_one_predicate_each(dtype):
+    """What every stage asks of a runs table: the aggregate's "missing", a hand-made None
+    or NA all mean no record; only "generated" marks a synthetic record."""
+    runs = pd.DataFrame({"status": ["completed", "missing", None, pd.NA],
+                         "record_source": ["trained", None, "generated", pd.NA]}).astype(dtype)
+    assert vocabulary.missing(runs).tolist() == [False, True, True, True]
+    assert vocabulary.generated(runs).tolist() == [False, False, True, False]

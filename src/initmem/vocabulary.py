@@ -4,7 +4,9 @@ BatchNorm's momentum, the paper's sigma_w grids, the key of a table cell, and th
 names of architectures and configurations.
 
 Plain constants (no imports): the config schema's enums are checked against them
-(tests/test_layers.py), and the training, records and analysis layers all read them here.
+(tests/test_layers.py), and the training, records and analysis layers all read them here;
+and the two questions every stage asks of a runs table, answered once (duck-typed pandas:
+this module imports nothing).
 """
 
 from __future__ import annotations
@@ -15,6 +17,18 @@ RECORD_STATUSES = (COMPLETED, EARLY_STOPPED, DIVERGED)
 
 # Where a record came from: a training run, or the synthetic generator (never results).
 TRAINED, GENERATED = "trained", "generated"
+
+
+def missing(runs):  # noqa: ANN001, ANN201 (a pandas DataFrame -> a bool Series)
+    """Which expected runs of a runs table have no record: status "missing", as the
+    aggregate marks them, or none at all (a table built by hand)."""
+    return runs["status"].astype("string").fillna(MISSING).eq(MISSING).astype(bool)
+
+
+def generated(runs):  # noqa: ANN001, ANN201
+    """Which rows are synthetic records (record_source "generated"): never results."""
+    return runs["record_source"].astype("string").eq(GENERATED).fillna(False).astype(bool)
+
 # How a run's data was verified (summary column data_verification): the official MD5 sums,
 # the SHA-256 manifest its offline builder wrote, neither (accepted by allow_unverified),
 # or generated data (nothing to verify).

@@ -37,7 +37,7 @@ from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
 from initmem.plan.inputs import load_yaml
-from initmem.vocabulary import FIVE_SIGMAS, GENERATED, MISSING, SYNTHETIC_MARK
+from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated
 
 SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
 VERDICTS = ("holds", "fails", "cannot be judged")
@@ -588,7 +588,7 @@ def write_claims(sources: list[Source], claims_path: str | Path, out_csv: str | 
     for path in filter(None, (out_csv, out_tex, out_md, out_values)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
-    synthetic = any(s.runs["record_source"].astype("string").eq(GENERATED).any() for s in sources)
+    synthetic = any(generated(s.runs).any() for s in sources)
     Path(out_tex).write_text(render_tex(table, synthetic))
     if out_md is not None:
         Path(out_md).write_text(render_markdown(table))

@@ -26,7 +26,7 @@ from initmem.plan.schedule import clock_estimate
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
-from initmem.vocabulary import GENERATED, MISSING, SYNTHETIC_MARK
+from initmem.vocabulary import GENERATED, SYNTHETIC_MARK, missing
 
 MAIN = {"family": "main", "arch": "resnet9"}
 SGD_LR = {"family": ["main", "lr_l2"], "arch": "resnet9", "optimizer": "sgd",
@@ -170,8 +170,8 @@ def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> pd.DataFr
     rows = []
     for quote in QUOTES:
         value, frame = evaluate(quote, runs, epochs)
-        missing = int(frame["status"].eq(MISSING).sum()) if len(frame) else 0
-        rows.append({"macro": quote.name, "value": value, "n_missing": missing})
+        absent = int(missing(frame).sum()) if len(frame) else 0
+        rows.append({"macro": quote.name, "value": value, "n_missing": absent})
     return pd.DataFrame(rows).set_index("macro")
 
 

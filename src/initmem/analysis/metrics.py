@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from initmem.plan.spec import Recipe
-from initmem.vocabulary import INTERP_THRESHOLD, MISSING
+from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 SEED_STD_DDOF = 1
 
@@ -119,7 +119,7 @@ def percentile_band(frame: pd.DataFrame, value: str, keys: Sequence[str],
 def event_stats(frame: pd.DataFrame, tau: str, keys: Sequence[str]) -> pd.DataFrame:
     """tau_interp or tau_best (or a metric defined only with one, like repair_gap) over
     the runs that reached it: mean, std, n_reached, n_runs (runs with a record)."""
-    done = frame.assign(_done=frame["status"].ne(MISSING).fillna(False).astype(bool))
+    done = frame.assign(_done=~missing(frame))
     grouped = _groups(done, keys)
     values = grouped[tau]
     return pd.DataFrame({"mean": values.mean(), "std": values.std(ddof=SEED_STD_DDOF),

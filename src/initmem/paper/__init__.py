@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from initmem.errors import InputError
-from initmem.vocabulary import GENERATED, MISSING
+from initmem.vocabulary import generated, missing
 
 LATEXMK = "latexmk"
 DEMO_CONFIG = "demo.yaml"
@@ -35,10 +35,8 @@ SOURCE_DATE_EPOCH = "0"
 
 def run_counts(runs: pd.DataFrame) -> dict[str, int]:
     """expected (rows of runs.parquet), missing (no record) and generated (synthetic)."""
-    missing = runs["status"].isna() | (runs["status"] == MISSING)
-    generated = runs["record_source"] == GENERATED
-    return {"expected": len(runs), "missing": int(missing.sum()),
-            "generated": int(generated.fillna(False).sum())}
+    return {"expected": len(runs), "missing": int(missing(runs).sum()),
+            "generated": int(generated(runs).sum())}
 
 
 def provenance_marks(counts: dict[str, int], config_name: str | None = None,

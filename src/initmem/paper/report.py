@@ -39,6 +39,7 @@ from initmem.vocabulary import (
     DIVERGED,
     EARLY_STOPPED,
     MISSING,
+    missing,
 )
 
 # A cell's digits by unit, as the LaTeX tables print them.
@@ -65,10 +66,9 @@ padding:6px;margin:6px 0}.missing{color:#c00;font-weight:bold}"""
 
 def status_counts(runs: pd.DataFrame) -> dict[str, int]:
     """run_counts (expected, missing, generated) plus each status a record can have."""
-    status = runs["status"].fillna(MISSING)
     return {**run_counts(runs),
-            **{name: int((status == name).sum()) for name in (COMPLETED, EARLY_STOPPED,
-                                                                DIVERGED)}}
+            **{name: int(runs["status"].eq(name).sum()) for name in (COMPLETED, EARLY_STOPPED,
+                                                                      DIVERGED)}}
 
 
 def page(title: str, marks: list[str], body: str) -> str:
@@ -88,17 +88,18 @@ def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
             ("missing (no record)", counts["missing"]),
             ("generated (synthetic) records", counts["generated"])]
     summary = "".join(f'<tr><td class="key">{name}</td><td>{n}</td></tr>' for name, n in rows)
-    by_family = pd.crosstab(runs["family"], runs["status"].fillna(MISSING))
-    missing = runs.loc[runs["status"].fillna(MISSING) == MISSING, "run_id"].tolist()
-    shown = "".join(f"<li>{html.escape(r)}</li>" for r in missing[:50])
-    more = f"<p>and {len(missing) - 50} more</p>" if len(missing) > 50 else ""
+    status = runs["status"].where(~missing(runs), MISSING)
+    by_family = pd.crosstab(runs["family"], status)
+    absent = runs.loc[missing(runs), "run_id"].tolist()
+    shown = "".join(f"<li>{html.escape(r)}</li>" for r in absent[:50])
+    more = f"<p>and {len(absent) - 50} more</p>" if len(absent) > 50 else ""
     config = (f"<details><summary>The experiment config (what decides the runs)</summary>"
               f"<pre>{html.escape(config_text)}</pre></details>" if config_text else "")
     body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{config}"
             f"<table>{summary}</table><h3>By family</h3>{by_family.to_html()}"
             + (f"<h3>Sweep status (<code>initmem status</code>: trainers, device-hours)</h3>"
                f"<pre>{html.escape(sweep_text)}</pre>" if sweep_text else "")
-            + (f"<h3>Runs without a record</h3><ul>{shown}</ul>{more}" if missing else ""))
+            + (f"<h3>Runs without a record</h3><ul>{shown}</ul>{more}" if absent else ""))
     return page("Run status", marks, body)
 
 

@@ -70,6 +70,7 @@ from typing import Any
 from initmem.errors import InputError
 from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import ARCHS, Pack, Recipe, Run
+from initmem.vocabulary import missing
 
 SECONDS_PER_IMAGE = {"resnet9": 6e-5, "r9_avgpool": 6e-5, "resnet9_ln": 9e-5,
                      "resnet56": 5e-5, "resnet110": 1e-4}
@@ -288,7 +289,7 @@ def _measured_epochs(path: Path) -> dict[str, int]:
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"--records {path}: not a runs table with run_id, status and "
                          f"epochs_run ({err}); give the aggregate's runs.parquet") from None
-    done = runs[(runs["status"] != "missing") & runs["epochs_run"].notna()]
+    done = runs[~missing(runs) & runs["epochs_run"].notna()]
     return dict(zip(done["run_id"], done["epochs_run"].astype(int), strict=True))
 
 

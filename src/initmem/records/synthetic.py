@@ -39,7 +39,7 @@ from initmem.vocabulary import (
     EARLY_STOPPED,
     GENERATED,
     INTERP_THRESHOLD,
-    MISSING,
+    missing,
 )
 
 SOURCE = GENERATED
@@ -255,7 +255,7 @@ def write_run_records(runs: pd.DataFrame, epochs: pa.Table, root: str | Path) ->
     many. The workflow's aggregation can be tested on them."""
     history = epochs.select(list(records.HISTORY_COLUMNS)).to_pandas()
     by_run = dict(tuple(history.groupby("run_id", sort=False)))
-    done = runs[runs["status"] != MISSING]
+    done = runs[~missing(runs)]
     for row in done.to_dict("records"):
         summary = {k: (None if v is pd.NA else v) for k, v in row.items()}
         run_dir = row["run_id"].replace(":", "/")
@@ -283,7 +283,7 @@ def main(args: argparse.Namespace) -> int:
     config = grid.load_config(args.config)
     runs, epochs = generate(config, args.seed, args.families, args.missing)
     write_aggregate(runs, epochs, args.out_dir)
-    print(f"{len(runs)} runs ({int(runs['status'].eq(MISSING).sum())} missing), "
+    print(f"{len(runs)} runs ({int(missing(runs).sum())} missing), "
           f"{epochs.num_rows} epochs -> {args.out_dir} (record_source={SOURCE})")
     if args.records_dir:
         n = write_run_records(runs, epochs, args.records_dir)

@@ -19,7 +19,7 @@ from initmem.analysis.figures import style
 from initmem.errors import InputError
 from initmem.plan.config import PALETTE, OptimizerDisplay, optimizer_display
 from initmem.plan.inputs import load_yaml
-from initmem.vocabulary import DIVERGED, GENERATED, MISSING
+from initmem.vocabulary import DIVERGED, generated, missing
 
 PERCENTILES = (10, 90)  # the paper's bands: 10th-90th percentile over seeds
 
@@ -59,8 +59,7 @@ class Inputs:
     @property
     def synthetic(self) -> bool:
         """True when any input row is a generated (fake) record."""
-        return any(frame is not None and "record_source" in frame
-                   and (frame["record_source"] == GENERATED).any()
+        return any(frame is not None and "record_source" in frame and generated(frame).any()
                    for frame in (self.runs, self.epochs))
 
 
@@ -97,11 +96,6 @@ def sigma_grid(frame: pd.DataFrame) -> list[float]:
     return sorted({round(float(s), 6) for s in frame["sigma_w"]})
 
 
-def missing_mask(frame: pd.DataFrame) -> pd.Series:
-    """Expected runs that have no record (aggregate marks them status 'missing')."""
-    return frame["status"].isna() | (frame["status"] == MISSING)
-
-
 def run_counts(frames: Iterable[pd.DataFrame]) -> tuple[int, int, int]:
     """(missing, expected, diverged) runs in the union of the selections (each run
     counted once)."""
@@ -110,7 +104,7 @@ def run_counts(frames: Iterable[pd.DataFrame]) -> tuple[int, int, int]:
         return 0, 0, 0
     union = pd.concat(frames).drop_duplicates("run_id")
     diverged = int((union["status"] == DIVERGED).sum())
-    return int(missing_mask(union).sum()), len(union), diverged
+    return int(missing(union).sum()), len(union), diverged
 
 
 def seed_band(frame: pd.DataFrame, value: str) -> pd.DataFrame:

@@ -17,14 +17,13 @@ from initmem.analysis.figures.common import (
     Curve,
     Inputs,
     draw_curves,
-    missing_mask,
     on_sigmas,
     select,
     sigma_axis,
     sigma_grid,
     spread,
 )
-from initmem.vocabulary import ARCH_LABELS, INTERP_THRESHOLD
+from initmem.vocabulary import ARCH_LABELS, INTERP_THRESHOLD, missing
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
 ACC = 100.0  # accuracies are stored as fractions, plotted in %
@@ -104,9 +103,9 @@ def fig3(inputs: Inputs) -> Drawn:
     used = []
     for col, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
         used.append(at_b)
-        never = int((~missing_mask(at_b) & at_b["tau_interp"].isna()).sum())
+        never = int((~missing(at_b) & at_b["tau_interp"].isna()).sum())
         # a short run (the demo) may interpolate nowhere: the quantity does not exist
-        empty = NONE_INTERPOLATED if never and never == (~missing_mask(at_b)).sum() \
+        empty = NONE_INTERPOLATED if never and never == (~missing(at_b)).sum() \
             else "no data"
         for row, panel in enumerate((
                 ("tau_interp", 1.0, r"$\tau_{\mathrm{interp}}$ (epoch)"),

@@ -25,7 +25,7 @@ from initmem.analysis.tables import rows as table_rows
 from initmem.analysis.tables.cells import Cell, legend
 from initmem.errors import InputError
 from initmem.plan.grid import load_config
-from initmem.vocabulary import GENERATED, SYNTHETIC_MARK
+from initmem.vocabulary import SYNTHETIC_MARK, generated
 
 TABLES = (1, 2, 3, 4, 5, 6, 7)
 TEMPLATES = Path(__file__).parent.parent / "templates"
@@ -92,7 +92,7 @@ def render(table: Table, synthetic: bool) -> str:
 
 
 def is_synthetic(runs: pd.DataFrame) -> bool:
-    return bool(runs["record_source"].astype("string").eq(GENERATED).any())
+    return bool(generated(runs).any())
 
 
 def cells_frame(table: Table) -> pd.DataFrame:

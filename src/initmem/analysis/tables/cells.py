@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from initmem.analysis import metrics
-from initmem.vocabulary import DIVERGED, MISSING
+from initmem.vocabulary import DIVERGED
+from initmem.vocabulary import missing as is_missing
 
 NO_DATA = r"\textcolor{red}{\textbf{??}}"
 NEVER = "---"
@@ -65,7 +66,7 @@ def provenance(frame: pd.DataFrame) -> dict[str, object]:
     """Run counts of a selection of the runs table (rows of expected runs)."""
     status = frame["status"].to_numpy(dtype=object)
     ids = frame["run_id"].to_numpy(dtype=object)
-    missing = status == MISSING
+    missing = is_missing(frame).to_numpy()
     return {"n_runs": int(len(status) - missing.sum()), "missing": tuple(ids[missing]),
             "diverged": tuple(ids[status == DIVERGED])}
 
