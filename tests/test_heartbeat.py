@@ -9,7 +9,7 @@ import time
 import pytest
 from test_resume import PACK, cli, wait_for_checkpoint
 
-from initmem.training import heartbeat
+from initmem.records import heartbeat
 
 HOST = socket.gethostname()
 

@@ -1,4 +1,5 @@
-"""The package's layers: plan -> training -> records -> analysis -> paper, by import.
+"""The package's stages, by import: plan < records < {training, analysis} < paper (a
+stage imports only earlier ones; training and analysis never each other).
 
 Each layer is imported in a fresh interpreter and what it pulled in is checked: planning,
 records, analysis and the paper never load torch (the workflow parses, and the analysis
@@ -15,6 +16,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "initmem"
 LAYERS = ("plan", "training", "records", "analysis", "paper")
+# Each stage's rank: a module may import its own stage and lower ranks only.
+STAGE_RANK = {"plan": 0, "records": 1, "training": 2, "analysis": 2, "paper": 3}
 
 
 def modules_of(layer: str) -> list[str]:
@@ -99,3 +102,25 @@ def test_no_import_cycles():
 
     cycles = sorted(m for m in graph if reaches(m, m, set()))
     assert not cycles, f"import cycles through {cycles}"
+
+
+def initmem_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("initmem"):
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("initmem")}
+    return names
+
+
+def test_each_stage_imports_only_earlier_stages():
+    """The documented order (docs/development.md) is the imports' order."""
+    wrong = []
+    for stage, rank in STAGE_RANK.items():
+        for path in (PACKAGE / stage).rglob("*.py"):
+            for name in initmem_imports(path):
+                other = name.split(".")[1] if name.count(".") else None
+                if other in STAGE_RANK and other != stage and STAGE_RANK[other] >= rank:
+                    wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert wrong == []

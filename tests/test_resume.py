@@ -20,8 +20,9 @@ import torch
 
 from initmem.cli import main as command_line
 from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records import heartbeat
 from initmem.records.files import read_records
-from initmem.training import checkpoint, command, data, heartbeat
+from initmem.training import checkpoint, command, data
 from initmem.training.command import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
 

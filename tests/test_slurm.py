@@ -23,8 +23,7 @@ from workflow_helpers import (
 )
 
 from initmem.plan import cost, grid
-from initmem.records import status
-from initmem.training import heartbeat
+from initmem.records import heartbeat, status
 
 
 def cluster_answers() -> bool:

@@ -16,9 +16,8 @@ from workflow_helpers import TEST_CONFIG, snakemake_background
 
 from initmem import cli
 from initmem.plan import grid
-from initmem.records import status
+from initmem.records import heartbeat, status
 from initmem.records.files import read_records
-from initmem.training import heartbeat
 
 
 def test_a_config_before_anything_ran_is_all_queued(tmp_path):

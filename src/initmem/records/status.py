@@ -7,7 +7,7 @@ Every run of the config is counted once, per family and recipe x b, as
     failed      no records yet; its pack's last trainer stopped without finishing (killed,
                 crashed, preempted, interrupted): a rerun resumes it from its checkpoint
     queued      no records, no trainer: not started
-Trainers come from the heartbeats beside the checkpoints (training.heartbeat): each with
+Trainers come from the heartbeats beside the checkpoints (records.heartbeat): each with
 its state, pack, epoch of its total, last beat, host and projected finish; a live one
 on this host with no Snakemake above it is an orphan (its Snakemake was killed). Device-
 hours spent are each finished pack's longest wall time (a pack's runs train at once) plus
@@ -36,8 +36,8 @@ from typing import Any
 from initmem.plan import cost
 from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import Pack
+from initmem.records import heartbeat
 from initmem.records.verify import DAMAGED, GOOD, MISSING, verify_run
-from initmem.training import heartbeat
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED
 
 RUNNING, FAILED, QUEUED = "running", "failed", "queued"

@@ -24,8 +24,9 @@ import torch
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
+from initmem.records import heartbeat
 from initmem.records.tensorboard import LiveWriter
-from initmem.training import checkpoint, data, heartbeat, memory
+from initmem.training import checkpoint, data, memory
 from initmem.training.trainer import PackTrainer, Preempted, determinism_settings
 
 log = logging.getLogger("initmem.train")
