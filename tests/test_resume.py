@@ -103,9 +103,9 @@ def stopped_after(updates: int, splits, out: Path, ckpt: Path) -> PackTrainer:
 def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     trainer = stopped_after(7, splits, out, ckpt)
-    assert trainer.k == 7 and trainer.step == 2  # epoch 2, update 2 of 5
+    assert trainer.loop.k == 7 and trainer.loop.step == 2  # epoch 2, update 2 of 5
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
-    assert resumed.k == 7
+    assert resumed.loop.k == 7
     model = resumed.run().model.state_dict()
     assert_same_records(uninterrupted[0], out)
     for name, tensor in uninterrupted[1].items():
@@ -119,7 +119,7 @@ def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, unint
     last batch's variances the checkpoint kept."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     trainer = stopped_after(5, splits, out, ckpt)
-    assert (trainer.k, trainer.epoch, trainer.step) == (5, 1, 5)
+    assert (trainer.loop.k, trainer.loop.epoch, trainer.loop.step) == (5, 1, 5)
     PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False).run()
     assert_same_records(uninterrupted[0], out)
     assert records(out)[0]["bn_var_ratio"].gt(0).all()
@@ -149,7 +149,7 @@ def test_a_checkpoint_that_fails_for_any_reason_falls_back(splits, uninterrupted
     stopped_after(7, splits, out, ckpt)
     damage(ckpt / checkpoint.LATEST)
     resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
-    assert resumed.k == 5  # the previous generation: the end of epoch 1
+    assert resumed.loop.k == 5  # the previous generation: the end of epoch 1
     assert f"{ckpt / checkpoint.LATEST}: " in caplog.text
     assert "resuming from the older previous.pt instead" in caplog.text
     resumed.run()
@@ -193,7 +193,7 @@ def test_resume_removes_a_killed_saves_temporary_file_but_not_one_in_flight(spli
     with open(in_flight, "wb") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)  # as another trainer's save holds it
         resumed = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
-        assert resumed.k == 7
+        assert resumed.loop.k == 7
         assert not killed.exists() and in_flight.exists()
 
 
@@ -388,15 +388,15 @@ def test_resume_after_a_compaction_is_bitwise_equal(compacted, tmp_path):
 
     def save_then_stop():
         save()
-        if trainer.k >= stop_at:
-            raise Preempted(f"stopped at update {trainer.k}")
+        if trainer.loop.k >= stop_at:
+            raise Preempted(f"stopped at update {trainer.loop.k}")
 
     trainer._save = save_then_stop
     with pytest.raises(Preempted):
         trainer.run()
     resumed = PackTrainer(stopping.DIVERGING, splits, out, CPU, checkpoint_dir=ckpt,
                           progress=False)
-    assert (resumed.k, resumed.model.n, resumed.members) == (stop_at, 3, [0, 1, 3])
+    assert (resumed.loop.k, resumed.model.n, resumed.loop.members) == (stop_at, 3, [0, 1, 3])
     assert_same_weights(compacted[1], resumed.run().weights)
     stopping.assert_same_records(compacted[0], out, stopping.DIVERGING)
 

@@ -148,7 +148,7 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
                           checkpoint_every_s=args.checkpoint_every,
                           progress=not args.no_progress, compaction=args.compaction,
                           observers=[beat] + ([curves] if curves else []), **speed)
-    beat.beat(trainer.epoch)  # a resumed part starts past epoch 1
+    beat.beat(trainer.loop.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
     try:

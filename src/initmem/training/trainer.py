@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -135,6 +135,61 @@ class Clocks:
 
 
 @dataclass
+class LoopState:
+    """Where the loop stands and what it has measured: everything a checkpoint restores
+    besides the network, the optimizer and the random streams, saved and restored as a
+    whole (a new field is checkpointed by being declared here)."""
+
+    states: list[RunState]  # one per run of the pack
+    members: list[int]  # the model's rows, as indices of runs
+    kernel_fro_norm_init: list[float]
+    loss_sum: Tensor  # this epoch's running training loss and hits, per member
+    correct: Tensor
+    clocks: Clocks = field(default_factory=Clocks)
+    k: int = 0  # updates done
+    epoch: int = 1  # the epoch under way
+    step: int = 0  # updates done in it
+    order: Tensor | None = None  # this epoch's example order, (N, n_train)
+    augmentations: Tensor | None = None  # its flips and crops, (N, n_train, 3)
+    elapsed_s: float = 0.0
+    run_updates: int = 0  # updates computed, summed over the runs in the pack at each
+    departed: dict[int, dict[str, Tensor]] = field(default_factory=dict)  # final weights of
+    # the runs that left the pack; and each run's weights at tau_best so far (for the test
+    # of Recipe.best_test_subset)
+    best_weights: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+
+    def updated(self, loss: Tensor, hits: Tensor, images: int, runs: int) -> None:
+        """One update's bookkeeping: the running loss and hits of its `images` per run,
+        the counters (`runs` runs computed it)."""
+        self.loss_sum.add_(loss, alpha=images)
+        self.correct += hits
+        self.k, self.step, self.run_updates = self.k + 1, self.step + 1, self.run_updates + runs
+
+    def next_epoch(self) -> None:
+        self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
+        self.loss_sum.zero_()
+        self.correct.zero_()
+
+    def saved(self) -> dict[str, Any]:
+        """As plain data (no initmem class: a checkpoint outlives module paths)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["states"] = [{k: v for k, v in vars(s).items() if k != "run"} for s in self.states]
+        out["clocks"] = vars(self.clocks)
+        return out
+
+    def restore(self, saved: dict[str, Any], device: torch.device) -> None:
+        for f in fields(self):
+            value = saved[f.name]
+            if f.name == "states":
+                for state, kept in zip(self.states, value, strict=True):
+                    vars(state).update(kept)
+            elif f.name == "clocks":
+                self.clocks = Clocks(**value)
+            else:
+                setattr(self, f.name, value.to(device) if isinstance(value, Tensor) else value)
+
+
+@dataclass
 class TrainedPack:
     summaries: list[dict[str, Any]]
     model: PackedNet  # the runs still in the pack at the end (all of them without compaction)
@@ -179,70 +234,60 @@ class PackTrainer:
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
         # on CPU, evaluation runs the pack run by run through one single-run network
         self.single = build_model(recipe, 1).to(device) if device.type == "cpu" else None
-        self.members = list(range(len(runs)))  # the model's rows, as indices of runs
-        self.departed: dict[int, dict[str, Tensor]] = {}  # run index -> final weights
-        # run index -> weights at tau_best so far, for the test of Recipe.best_test_subset
-        self.best_weights: dict[int, dict[str, Tensor]] = {}
-        self.run_updates = 0
         self.generators = [data.run_generators(r.seed, device) for r in runs]
         self.order_gens = [g["order"] for g in self.generators]
         self.augment_gens = [g["augment"] for g in self.generators]
-        self.kernel_fro_norm_init = self.model.kernel_fro_norm().tolist()
-        self.states = [RunState(r, recipe.patience) for r in runs]
-        self.clocks, self.k, self.epoch, self.step = Clocks(), 0, 1, 0
-        self.order: Tensor | None = None  # this epoch's example order, (N, n_train)
-        self.augmentations: Tensor | None = None  # its flips and crops, (N, n_train, 3)
-        self.loss_sum = torch.zeros(len(runs), device=device)
-        self.correct = torch.zeros(len(runs), device=device)
-        self.elapsed_s = 0.0
+        self.loop = LoopState(
+            states=[RunState(r, recipe.patience) for r in runs],
+            members=list(range(len(runs))),
+            kernel_fro_norm_init=self.model.kernel_fro_norm().tolist(),
+            loss_sum=torch.zeros(len(runs), device=device),
+            correct=torch.zeros(len(runs), device=device))
         self.stop_requested = False  # set by a signal handler
         self.summaries: list[dict[str, Any]] = []
         if checkpoint_dir is not None:
             self._resume()
 
     def run(self) -> TrainedPack:
-        recipe = self.pack.recipe
-        started, last_save = time.monotonic() - self.elapsed_s, time.monotonic()
+        recipe, loop = self.pack.recipe, self.loop
+        started, last_save = time.monotonic() - loop.elapsed_s, time.monotonic()
         bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, self.progress,
-                            initial=self.k)
+                            initial=loop.k)
         lam = recipe.shrinkage
-        while self.epoch <= recipe.epochs and any(s.active for s in self.states):
+        while loop.epoch <= recipe.epochs and any(s.active for s in loop.states):
             epoch_start = time.monotonic()
-            if self.order is None:
+            if loop.order is None:
                 self._draw_epoch()
-            first = self.step * recipe.b
-            plans = [p[:, first:] for p in (self.order, self.augmentations) if p is not None]
+            first = loop.step * recipe.b
+            plans = [p[:, first:] for p in (loop.order, loop.augmentations) if p is not None]
             for inputs in data.minibatches(recipe.b, *plans):
-                lr = learning_rate(recipe, self.k)
+                lr = learning_rate(recipe, loop.k)
                 loss, hits = self.train_step(lr, *inputs)
-                self.loss_sum.add_(loss, alpha=inputs[0].shape[1])
-                self.correct += hits
-                self.clocks.tick(lr, recipe.b, lam)
-                self.k, self.step = self.k + 1, self.step + 1
-                self.run_updates += self.model.n
+                loop.updated(loss, hits, inputs[0].shape[1], self.model.n)
+                loop.clocks.tick(lr, recipe.b, lam)
                 bar.update(1)
                 for observer in self.observers:
-                    observer.updated(self.epoch, self.k)
+                    observer.updated(loop.epoch, loop.k)
                 if self.stop_requested or time.monotonic() - last_save > self.checkpoint_every_s:
-                    self.elapsed_s = time.monotonic() - started
+                    loop.elapsed_s = time.monotonic() - started
                     self._save()
                     last_save = time.monotonic()
                     if self.stop_requested:
-                        raise Preempted(f"stopped at update {self.k}, checkpoint written")
+                        raise Preempted(f"stopped at update {loop.k}, checkpoint written")
             rows = self._end_epoch(started)
             images_per_s = len(rows) * recipe.n_train / (time.monotonic() - epoch_start)
             if self.compaction:
                 self._compact()
-            bar.set_postfix(epoch=self.epoch - 1, loss=f"{rows[0][0]:.3f}",
+            bar.set_postfix(epoch=loop.epoch - 1, loss=f"{rows[0][0]:.3f}",
                             acc=f"{rows[0][1]:.3f}", img_s=f"{images_per_s:.0f}")
-            self.elapsed_s = time.monotonic() - started
+            loop.elapsed_s = time.monotonic() - started
             self._save()
             last_save = time.monotonic()
         bar.close()
-        for state in self.states:
+        for state in loop.states:
             if not state.written:
                 self._finish(state)
-        return TrainedPack(self.summaries, self.model, self.run_weights(), self.run_updates)
+        return TrainedPack(self.summaries, self.model, self.run_weights(), loop.run_updates)
 
     def _build(self, n: int) -> None:
         """A pack of n runs (parameters uninitialised), its optimizer and its step."""
@@ -256,27 +301,28 @@ class PackTrainer:
     def _compact(self) -> None:
         """The runs that stopped leave the pack, their final weights set aside; the others
         go on as a pack of their size with their own slices of every tensor."""
-        rows = [i for i, m in enumerate(self.members) if self.states[m].active]
-        if len(rows) == len(self.members) or not rows or self.epoch > self.pack.recipe.epochs:
+        loop = self.loop
+        rows = [i for i, m in enumerate(loop.members) if loop.states[m].active]
+        if len(rows) == len(loop.members) or not rows or loop.epoch > self.pack.recipe.epochs:
             return  # nobody left, or nobody goes on: the loop ends
         weights = self.model.state_dict()
-        for i, m in enumerate(self.members):
+        for i, m in enumerate(loop.members):
             if i not in rows:
-                self.departed[m] = {name: t[i:i + 1].detach().cpu().clone()
+                loop.departed[m] = {name: t[i:i + 1].detach().cpu().clone()
                                     for name, t in weights.items()}
         optimizer = self.optimizer.state_dict()
         optimizer["slots"] = _rows(optimizer["slots"], rows)
         log.info("epoch %d: %d run(s) stopped and leave the pack; %d go on",
-                 self.epoch - 1, len(self.members) - len(rows), len(rows))
-        self._keep([self.members[i] for i in rows])
+                 loop.epoch - 1, len(loop.members) - len(rows), len(rows))
+        self._keep([loop.members[i] for i in rows])
         self.model.load_state_dict(_rows(weights, rows))
         self.optimizer.load_state_dict(optimizer)
-        self.loss_sum, self.correct = self.loss_sum[rows], self.correct[rows]
+        loop.loss_sum, loop.correct = loop.loss_sum[rows], loop.correct[rows]
 
     def _keep(self, members: list[int]) -> None:
         """The pack of these runs (indices into pack.runs), with their generators; a new
         model when its size changes (the caller fills its parameters and optimizer state)."""
-        self.members = list(members)
+        self.loop.members = list(members)
         self.order_gens = [self.generators[m]["order"] for m in members]
         self.augment_gens = [self.generators[m]["augment"] for m in members]
         if self.model.n != len(members):
@@ -284,7 +330,7 @@ class PackTrainer:
 
     def run_weights(self) -> list[dict[str, Tensor]]:
         """Every run's current parameters and buffers (one-run slices), in pack order."""
-        return run_weights(self.model.state_dict(), self.members, self.departed)
+        return run_weights(self.model.state_dict(), self.loop.members, self.loop.departed)
 
     def _batch(self, idx: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Images and labels of a batch's slots (N, B), augmented by their draws if any."""
@@ -293,49 +339,47 @@ class PackTrainer:
 
     def _draw_epoch(self) -> None:
         """The epoch's example order and, with augmentation, its flips and crops."""
-        recipe = self.pack.recipe
-        self.order = data.epoch_permutations(recipe.n_train, self.order_gens)
+        recipe, loop = self.pack.recipe, self.loop
+        loop.order = data.epoch_permutations(recipe.n_train, self.order_gens)
         if recipe.augment:
-            self.augmentations = data.epoch_augmentations(recipe.n_train, self.augment_gens)
+            loop.augmentations = data.epoch_augmentations(recipe.n_train, self.augment_gens)
 
     def _end_epoch(self, started: float) -> list[list[float]]:
-        recipe, splits = self.pack.recipe, self.splits
+        recipe, splits, loop = self.pack.recipe, self.splits, self.loop
         val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2, self.single)
         test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2, self.single)
-        columns = torch.stack([self.loss_sum / recipe.n_train, self.correct / recipe.n_train,
+        columns = torch.stack([loop.loss_sum / recipe.n_train, loop.correct / recipe.n_train,
                                *val, *test, self.model.kernel_fro_norm().detach(),
                                bn_variance_ratio(self.model)])
         rows = columns.T.tolist()  # the epoch's one host synchronisation
-        lr = learning_rate(recipe, self.k - 1)
+        lr = learning_rate(recipe, loop.k - 1)
         logged = []
-        for i, (m, row) in enumerate(zip(self.members, rows, strict=True)):
-            state = self.states[m]
+        for i, (m, row) in enumerate(zip(loop.members, rows, strict=True)):
+            state = loop.states[m]
             if state.active:
-                state.record(self.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
-                                          **vars(self.clocks)})
-                if recipe.best_test_subset and state.is_best(self.epoch):
-                    self.best_weights[m] = {name: t[i:i + 1].detach().clone()
+                state.record(loop.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
+                                          **vars(loop.clocks)})
+                if recipe.best_test_subset and state.is_best(loop.epoch):
+                    loop.best_weights[m] = {name: t[i:i + 1].detach().clone()
                                             for name, t in self.model.state_dict().items()}
                 logged += state.history[-1:] if state.diverged_epoch is None else []
                 if not state.active:
-                    self.elapsed_s = time.monotonic() - started
+                    loop.elapsed_s = time.monotonic() - started
                     self._finish(state)
         for observer in self.observers:
-            observer.epoch_ended(self.epoch, logged)
-        self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
-        self.loss_sum.zero_()
-        self.correct.zero_()
+            observer.epoch_ended(loop.epoch, logged)
+        loop.next_epoch()
         return rows
 
     def _finish(self, state: RunState) -> None:
-        i = self.states.index(state)
+        i = self.loop.states.index(state)
         history = history_frame(state.history)
         summary = summarize(state.run, history,
                             test_acc_best=self._best_test_accuracy(i),
-                            kernel_fro_norm_init=self.kernel_fro_norm_init[i],
+                            kernel_fro_norm_init=self.loop.kernel_fro_norm_init[i],
                             diverged_epoch=state.diverged_epoch,
                             early_stopped=state.early_stopped,
-                            wall_time_s=self.elapsed_s, device=str(self.device),
+                            wall_time_s=self.loop.elapsed_s, device=str(self.device),
                             determinism=f"{determinism_settings(self.device)}; "
                                         f"{self.train_step.describe()}",
                             torch_version=torch.__version__,
@@ -349,11 +393,11 @@ class PackTrainer:
         (NaN for a run that never logged an epoch); None: the per-epoch test set's."""
         if not self.pack.recipe.best_test_subset:
             return None
-        if run not in self.best_weights:
+        if run not in self.loop.best_weights:
             return math.nan
         net = build_model(self.pack.recipe, 1).to(self.device)
         net.channels_last = self.channels_last
-        net.load_state_dict(self.best_weights.pop(run))  # tested once: memory goes back
+        net.load_state_dict(self.loop.best_weights.pop(run))  # tested once: memory goes back
         _, accuracy = evaluate(net, self.splits.best_test_x, self.splits.best_test_y, 0.0)
         return float(accuracy[0])
 
@@ -364,16 +408,8 @@ class PackTrainer:
             "optimizer": self.optimizer.state_dict(),
             "order_gens": [g.get_state() for g in self.order_gens],
             "augment_gens": [g.get_state() for g in self.augment_gens],
-            "states": [{k: v for k, v in vars(s).items() if k != "run"} for s in self.states],
-            "clocks": vars(self.clocks),
-            "k": self.k, "epoch": self.epoch, "step": self.step, "order": self.order,
-            "augmentations": self.augmentations,
-            "loss_sum": self.loss_sum, "correct": self.correct, "elapsed_s": self.elapsed_s,
-            "kernel_fro_norm_init": self.kernel_fro_norm_init,
-            "members": self.members, "departed": self.departed,
-            "best_weights": self.best_weights,
-            "run_updates": self.run_updates,
             "batch_variances": _batch_variances(self.model),
+            **self.loop.saved(),
         }
 
     def _save(self) -> None:
@@ -398,7 +434,7 @@ class PackTrainer:
             for reason in failed:
                 log.warning("%s; resuming from the older %s instead", reason, path.name)
             log.info("resumed from checkpoint %s at epoch %d, update %d", path.name,
-                     self.epoch, self.k)
+                     self.loop.epoch, self.loop.k)
             return
         if failed:  # damaged generations: restarting would silently discard their training
             raise checkpoint.CheckpointError(
@@ -418,9 +454,6 @@ class PackTrainer:
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self._keep(saved["members"])  # fewer than the pack's runs after a compaction
-        self.departed = saved["departed"]
-        self.best_weights = saved["best_weights"]
-        self.run_updates = saved["run_updates"]
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         for name, variance in _batch_variances(self.model).items():
@@ -428,17 +461,8 @@ class PackTrainer:
         for gen, state in zip(self.order_gens + self.augment_gens,
                               saved["order_gens"] + saved["augment_gens"], strict=True):
             gen.set_state(state)
-        for state, fields in zip(self.states, saved["states"], strict=True):
-            vars(state).update(fields)
-        self.clocks = Clocks(**saved["clocks"])
-        self.k, self.epoch, self.step = saved["k"], saved["epoch"], saved["step"]
-        self.order = _on(saved["order"], self.device)
-        self.augmentations = _on(saved["augmentations"], self.device)
-        self.loss_sum = saved["loss_sum"].to(self.device)
-        self.correct = saved["correct"].to(self.device)
-        self.elapsed_s = saved["elapsed_s"]
-        self.kernel_fro_norm_init = saved["kernel_fro_norm_init"]
-        for state in self.states:  # the workflow deletes a failed job's records: rewrite
+        self.loop.restore(saved, self.device)
+        for state in self.loop.states:  # the workflow deletes a failed job's records: rewrite
             run_dir = self.out_dir / state.run.run_dir
             state.written = state.written and (run_dir / "summary.parquet").exists()
 
@@ -468,10 +492,6 @@ def _batch_variances(model: PackedNet) -> dict[str, Tensor]:
     """The BatchNorm layers' last training batch variances, by buffer name: not in the
     state_dict (a measurement), so checkpoints keep them apart."""
     return {name: t for name, t in model.named_buffers() if name.endswith("batch_variance")}
-
-
-def _on(tensor: Tensor | None, device: torch.device) -> Tensor | None:
-    return None if tensor is None else tensor.to(device)
 
 
 def determinism_settings(device: torch.device) -> str:
