@@ -9,16 +9,20 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from workflow_helpers import PAPER_CONFIG
 
 from initmem.analysis import figures, toy
 from initmem.analysis.figures import common, heatmap, sweeps, toyfig
+from initmem.plan import grid
 from initmem.plan.spec import Recipe, Run
 from initmem.records import files as records
 
 SIGMAS = (0.1, 0.5, 1.0, 1.8, 2.5)
 MAIN_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "muon")
 N_EPOCHS = 4
-CONFIG = "optimizers:\n  sgd: {label: SGD}\n  adam: {label: Adam}\n"
+# What the workflow gives the figures: the experiment part of a config (results/config.yaml)
+CONFIG = yaml.safe_dump(grid.experiment_config(grid.load_config(PAPER_CONFIG)))
 
 
 def expected_runs() -> list[Run]:

@@ -18,7 +18,7 @@ from initmem.analysis import metrics
 from initmem.analysis.figures import style
 from initmem.errors import InputError
 from initmem.plan.config import PALETTE, OptimizerDisplay, optimizer_display
-from initmem.plan.inputs import load_yaml
+from initmem.plan.grid import load_config
 from initmem.vocabulary import DIVERGED, generated, missing
 
 PERCENTILES = (10, 90)  # the paper's bands: 10th-90th percentile over seeds
@@ -67,7 +67,7 @@ def load_inputs(runs_path: str | Path | None, epochs_path: str | Path | None,
                 config_path: str | Path | None, epoch_columns: list[str] | None = None,
                 epoch_families: list[str] | None = None) -> Inputs:
     """Read what a figure needs; the epochs table only in the columns and families asked."""
-    config = {} if config_path is None else load_yaml(config_path, "config")
+    config = {} if config_path is None else load_config(config_path)
     filters = [("family", "in", epoch_families)] if epoch_families else None
     return Inputs(_read(runs_path), _read(epochs_path, epoch_columns, filters), config)
 
