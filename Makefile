@@ -82,7 +82,8 @@ slurm-profile: venv
 		$(if $(PARTITION),--partition $(PARTITION)) $(if $(FORCE),--force)
 
 # One torch thread per test worker: -n auto runs a worker per core (threads would oversubscribe).
-TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto
+# --dist loadgroup: the SLURM tests share one worker (they read one cluster's queue).
+TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --dist loadgroup
 test: venv  # every stage, fast: the slow end-to-end and SLURM cases are test-slow's
 	$(TESTS) -m "not slow and not slurm"
 

@@ -371,3 +371,18 @@ def test_the_paper_claims_judge_a_runs_table_without_error(tmp_path):
     table = claims.judge_all(claims.read_claims(CLAIMS), runs, None)
     assert set(table["verdict"]) <= set(claims.VERDICTS)
     assert not math.isnan(len(table))
+
+
+def test_a_rerun_of_some_cells_does_not_vote_where_it_has_no_runs():
+    """A rerun of the central cell only: claims whose runs it lacks are not rerun there,
+    not 'not robust'; where both ran, their verdicts are compared."""
+    first = pd.DataFrame({"id": ["central", "other", "absent"],
+                          "verdict": ["holds", "holds", "cannot be judged"],
+                          "kind": ["holds", "holds", "not run"]})
+    rerun = pd.DataFrame({"id": ["central", "other", "absent"],
+                          "verdict": ["holds", "cannot be judged", "cannot be judged"],
+                          "kind": ["holds", "not run", "not run"]})
+    said = claims.robustness({"first": first, "rerun": rerun})
+    assert said.to_dict() == {"central": "robust: the same in 2 archives",
+                              "other": "not rerun: its runs are in one archive only",
+                              "absent": "not run"}

@@ -35,6 +35,8 @@ def cluster_answers() -> bool:
 
 pytestmark = [
     pytest.mark.slurm,
+    # one cluster, whose queue the tests read: they run one after another on one worker
+    pytest.mark.xdist_group("slurm"),
     pytest.mark.skipif(not cluster_answers(), reason="no SLURM cluster answers sinfo with an "
                        "idle node (start one: .ci/local_slurm.sh start)"),
 ]

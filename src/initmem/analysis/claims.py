@@ -501,16 +501,22 @@ def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
 
 
 def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
-    """Per claim, whether the verdicts of several archives agree."""
+    """Per claim, whether the verdicts of several archives agree. An archive without the
+    claim's runs (a rerun of some cells only) does not vote: it was not rerun there."""
     verdicts = pd.DataFrame({label: t.set_index("id")["verdict"] for label, t in tables.items()})
+    ran = pd.DataFrame({label: t.set_index("id")["kind"] != "not run"
+                        for label, t in tables.items()})
     if len(tables) == 1:
         return pd.Series("one archive", index=verdicts.index)
 
-    def say(row: pd.Series) -> str:
+    def say(claim: str) -> str:
+        row = verdicts.loc[claim][ran.loc[claim]]
+        if len(row) < 2:
+            return "not rerun: its runs are in one archive only" if len(row) else "not run"
         if row.nunique() == 1:
             return f"robust: the same in {len(row)} archives"
         return "not robust: " + ", ".join(f"{v} in {k}" for k, v in row.items())
-    return verdicts.apply(say, axis=1)
+    return pd.Series([say(c) for c in verdicts.index], index=verdicts.index)
 
 
 # ------------------------------------------------------------------------------ output
