@@ -1,7 +1,7 @@
 """The words every stage shares, defined once: run statuses, record sources, how the data
 was verified, the marks of generated or partial results, the interpolation threshold,
 BatchNorm's momentum, the paper's sigma_w grids, the key of a table cell, and the display
-names of architectures and configurations.
+names of Table 6's configurations (the networks' are initmem.plan.architectures').
 
 Plain constants (no imports): the config schema's enums are checked against them
 (tests/test_layers.py), and the training, records and analysis layers all read them here;
@@ -48,7 +48,5 @@ EXTREME_SIGMAS = (0.1, 2.5)
 # What identifies one number of Tables 2-7: our cells and the published ones share it.
 CELL_KEY = ("table", "b", "optimizer", "config", "sigma_w", "lr0", "l2", "metric")
 
-ARCH_LABELS = {"resnet9": "ResNet-9", "r9_avgpool": "R9-AvgPool", "resnet9_ln": "ResNet-9-LN",
-               "resnet56": "ResNet-56", "resnet110": "ResNet-110"}
 # Table 6's configurations: normalisation and augmentation.
 CONFIG_LABELS = {"bn_aug": "BN + Aug", "ln_aug": "LN + Aug", "bn_noaug": "BN (no aug)"}

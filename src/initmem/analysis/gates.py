@@ -25,11 +25,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from initmem.plan.architectures import BATCHNORM_ARCHS
 from initmem.plan.spec import DATASET_SIZES
 
 CHANCE = 0.1  # ten classes
 BN_VAR_FACTOR = 2.0
-BN_ARCHS = ("resnet9", "r9_avgpool", "resnet56", "resnet110")
+BN_ARCHS = BATCHNORM_ARCHS
 CLOCK_FACTOR = 10.0
 
 

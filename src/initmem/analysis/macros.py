@@ -22,6 +22,7 @@ from initmem.analysis import metrics
 from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import NO_DATA, derived, fmt
 from initmem.plan import grid
+from initmem.plan.architectures import ARCHITECTURES
 from initmem.plan.schedule import clock_estimate
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
@@ -52,8 +53,7 @@ LR = {1e-2: "LrMid", 1e-1: "LrHigh"}
 L2 = {1e-3: "LtwoLow", 5e-3: "LtwoMid", 1e-2: "LtwoHigh"}
 OPT = {"sgd": "SGD", "sgd_momentum": "Momentum", "adam": "Adam", "adamw": "AdamW",
        "muon": "Muon"}
-DEPTH = {"resnet9": "ResNetNine", "resnet56": "ResNetFiftySix",
-         "resnet110": "ResNetOneHundredTen"}
+DEPTH = {a.name: a.macro for a in ARCHITECTURES.values() if a.macro}  # the depth study's
 NORM = {"BNAug": {"family": "norm_aug", "arch": "resnet9", "augment": True},
         "LNAug": {"family": "norm_aug", "arch": "resnet9_ln", "augment": True}}
 

@@ -30,10 +30,10 @@ import pandas as pd
 from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.paper import browser, provenance_marks, run_counts
+from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.records import status as sweep
 from initmem.vocabulary import (
-    ARCH_LABELS,
     COMPLETED,
     CONFIG_LABELS,
     DIVERGED,

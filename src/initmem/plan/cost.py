@@ -68,13 +68,13 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.plan.architectures import ARCHITECTURES, ARCHS
 from initmem.plan.grid import load_config, make_packs
-from initmem.plan.spec import ARCHS, Pack, Recipe, Run
+from initmem.plan.spec import Pack, Recipe, Run
 from initmem.vocabulary import missing
 
-SECONDS_PER_IMAGE = {"resnet9": 6e-5, "r9_avgpool": 6e-5, "resnet9_ln": 9e-5,
-                     "resnet56": 5e-5, "resnet110": 1e-4}
-LAYERS = {"resnet9": 9, "r9_avgpool": 9, "resnet9_ln": 9, "resnet56": 58, "resnet110": 112}
+SECONDS_PER_IMAGE = {a.name: a.gpu_seconds_per_image for a in ARCHITECTURES.values()}
+LAYERS = {a.name: a.layers for a in ARCHITECTURES.values()}
 STEP_OVERHEAD_S = 3e-3  # launches and bookkeeping of one ResNet-9 update: dominates at b = 16
 EVAL_IMAGES = 20_000  # validation + test, per run and epoch, without eval_subset
 EVAL_BATCH = 1000  # train.EVAL_BATCH["cuda"] (not imported: it would pull in torch)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET
 from initmem.plan.config import ConfigError
 from initmem.plan.spec import Recipe
 
@@ -26,7 +27,6 @@ NUM_CLASSES = 10
 # Channels of the networks at width 1 (the paper's), before the width multiplier.
 RESNET9_CHANNELS = (64, 128, 256, 512)
 CIFAR_RESNET_CHANNELS = (16, 32, 64)
-DEPTHS = {"resnet56": 56, "resnet110": 110}
 # The memory of the device class a config's jobs take a GPU of: an H100-class GPU, the
 # device the built-in cost model is of.
 GPU_CLASS_BYTES = 80 * 2**30
@@ -40,14 +40,15 @@ def channels(c: int, width: float) -> int:
 def parameter_count(recipe: Recipe) -> int:
     """Parameters and buffers of one run of the recipe's network (BatchNorm: gamma, beta
     and two moving statistics per channel; LayerNorm: gamma and beta)."""
-    if recipe.arch in DEPTHS:
-        convs, features = _cifar_resnet_convs(recipe.width, DEPTHS[recipe.arch])
+    arch = ARCHITECTURES[recipe.arch]
+    if arch.body == CIFAR_RESNET:
+        convs, features = _cifar_resnet_convs(recipe.width, arch.depth)
         per_channel = 4
     else:
         c64, c128, c256, c512 = (channels(c, recipe.width) for c in RESNET9_CHANNELS)
         convs = [(3, c64, 3), (c64, c128, 3), (c128, c128, 3), (c128, c128, 3),
                  (c128, c256, 3), (c256, c512, 3), (c512, c512, 3), (c512, c512, 3)]
-        features, per_channel = c512, 2 if recipe.arch == "resnet9_ln" else 4
+        features, per_channel = c512, 2 if arch.normalisation == "layer" else 4
     kernels = sum(c_in * c_out * k * k + c_out for c_in, c_out, k in convs)
     norms = per_channel * sum(c_out for _, c_out, k in convs if k == 3)
     return kernels + norms + (features + 1) * NUM_CLASSES

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError, naming
+from initmem.plan.architectures import ARCHS
 from initmem.plan.inputs import check_spec, load_yaml
 
-ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56", "resnet110")
 # An optimizer is the module of its name in training/optimizers/ (read as a folder listing:
 # planning never imports torch).
 OPTIMIZER_DIR = Path(__file__).resolve().parents[1] / "training" / "optimizers"

@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from initmem.plan import grid
+from initmem.plan.architectures import ARCHITECTURES
 from initmem.plan.config import optimizer_display
 from initmem.plan.schedule import schedule_clocks
 from initmem.plan.spec import Recipe, Run
@@ -43,10 +44,6 @@ from initmem.vocabulary import (
 )
 
 SOURCE = GENERATED
-NORM_PER_SIGMA = {"resnet9": 47.0, "r9_avgpool": 47.0, "resnet9_ln": 47.0,
-                  "resnet56": 35.0, "resnet110": 50.0}  # ||W_init||_F / sigma_w
-BASE_ACC = {"resnet9": 0.88, "r9_avgpool": 0.82, "resnet9_ln": 0.86, "resnet56": 0.80,
-            "resnet110": 0.79}
 SPREAD_SCALE = 0.27  # test-accuracy drop from sigma_w = 0.1 to 2.5 at full memory
 # First BatchNorm layer's batch variance / sigma_w^2: the measured ~1,000x ratio of
 # sigma_w = 0.1 after 60 updates (issue 22)
@@ -75,7 +72,8 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
     tau_interp, train-accuracy plateau."""
     n, logb = len(sigma), math.log2(r.b / 16)
     frac = (1 - np.exp(-(sigma - 0.1))) / (1 - math.exp(-2.4))  # 0 at 0.1, 1 at 2.5
-    base = BASE_ACC[r.arch] + 0.045 * r.augment + 0.02 * (r.l2 > 0 and r.lr0 >= 1e-2)
+    base = (ARCHITECTURES[r.arch].synthetic_accuracy + 0.045 * r.augment
+            + 0.02 * (r.l2 > 0 and r.lr0 >= 1e-2))
     unstable = r.lr0 / (1 - r.momentum) / r.b > 0.05  # the paper's b=16 best-recipe SGD
     if adaptive:
         base += -0.05 + 0.012 * logb
@@ -127,7 +125,7 @@ def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator,
                - (level - 0.1) * np.exp(-t / rise) + rng.normal(0, 0.002, (n, r.epochs)))
     val_loss = (0.35 + 1.2 * (1 - level) + 0.08 * np.log(t / col["tau_b"]) ** 2
                 + rng.normal(0, 0.001, (n, r.epochs)))
-    norm0 = NORM_PER_SIGMA[r.arch] * sigma[:, None]
+    norm0 = ARCHITECTURES[r.arch].synthetic_norm_per_sigma * sigma[:, None]
     norm = norm0 * m[None, :] + 40.0 * (1 - m[None, :]) + 3 * (1 - np.exp(-t / 20))
     train_acc = np.clip(train_acc + rng.normal(0, 0.001, (n, r.epochs)), 0, 1)
     return {"train_acc": train_acc, "train_loss": 2.3 * (1 - train_acc) ** 1.3 + 0.002,

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from initmem.plan.architectures import ARCHITECTURES, RESNET9
 from initmem.plan.memory import (
     CIFAR_RESNET_CHANNELS,
-    DEPTHS,
     NUM_CLASSES,
     RESNET9_CHANNELS,
     channels,
@@ -237,13 +237,14 @@ def cifar_resnet_body(n: int, width: float, depth: int) -> tuple[nn.Module, int]
 
 
 def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
-    """The recipe's architecture for a pack of n_runs (parameters uninitialised)."""
-    arch, width = recipe.arch, recipe.width
-    if arch in ("resnet9", "r9_avgpool", "resnet9_ln"):
-        body, features = resnet9_body(n_runs, width, "layer" if arch == "resnet9_ln" else "batch")
-        return PackedNet(n_runs, body, "avg" if arch == "r9_avgpool" else "max", features)
-    body, features = cifar_resnet_body(n_runs, width, DEPTHS[arch])
-    return PackedNet(n_runs, body, "avg", features)
+    """The recipe's architecture (its declaration) for a pack of n_runs (parameters
+    uninitialised)."""
+    arch = ARCHITECTURES[recipe.arch]
+    if arch.body == RESNET9:
+        body, features = resnet9_body(n_runs, recipe.width, arch.normalisation)
+    else:
+        body, features = cifar_resnet_body(n_runs, recipe.width, arch.depth)
+    return PackedNet(n_runs, body, arch.pooling, features)
 
 
 def bn_variance_ratio(model: PackedNet) -> Tensor:

@@ -23,7 +23,8 @@ from initmem.analysis.figures.common import (
     sigma_grid,
     spread,
 )
-from initmem.vocabulary import ARCH_LABELS, INTERP_THRESHOLD, missing
+from initmem.plan.architectures import ARCH_LABELS
+from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
 ACC = 100.0  # accuracies are stored as fractions, plotted in %

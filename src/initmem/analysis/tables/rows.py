@@ -16,10 +16,11 @@ import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, summarize
+from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.config import optimizer_display
 from initmem.plan.grid import family_runs
 from initmem.plan.spec import ADAM_BETA1, ADAM_BETA2
-from initmem.vocabulary import ARCH_LABELS, CELL_KEY, CONFIG_LABELS
+from initmem.vocabulary import CELL_KEY, CONFIG_LABELS
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
 

@@ -1,0 +1,48 @@
+"""The networks, each declared once: every stage reads its facts here (torch-free).
+
+A network is a body of one of two kinds, built by initmem.training.models:
+    resnet9        the paper's ResNet-9 (64-128-256-512 channels; BatchNorm or LayerNorm)
+    cifar_resnet   He et al.'s CIFAR ResNet of depth 6n + 2 (16-32-64 channels, BatchNorm)
+then a global pooling and a dense layer. Adding a network of either kind is one entry
+here (and its config entry); its parameter count, cost and labels follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RESNET9, CIFAR_RESNET = "resnet9", "cifar_resnet"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str  # the config's `arch`
+    label: str  # tables and figures
+    body: str  # RESNET9 | CIFAR_RESNET
+    depth: int  # 9, or the CIFAR ResNet's 6n + 2
+    layers: int  # weight layers the cost model counts (with a CIFAR ResNet's 1x1 shortcuts)
+    normalisation: str = "batch"  # batch | layer
+    pooling: str = "avg"  # the global pooling before the dense layer: avg | max
+    macro: str | None = None  # its name in the paper's macros, where the paper quotes it
+    gpu_seconds_per_image: float = 6e-5  # the built-in cost model's training step, width 1
+    # the synthetic records' stand-ins: ||W_init||_F / sigma_w and test accuracy
+    synthetic_norm_per_sigma: float = 47.0
+    synthetic_accuracy: float = 0.85
+
+
+ARCHITECTURES = {a.name: a for a in (
+    Architecture("resnet9", "ResNet-9", RESNET9, 9, 9, pooling="max", macro="ResNetNine",
+                 synthetic_accuracy=0.88),
+    Architecture("r9_avgpool", "R9-AvgPool", RESNET9, 9, 9, synthetic_accuracy=0.82),
+    Architecture("resnet9_ln", "ResNet-9-LN", RESNET9, 9, 9, normalisation="layer",
+                 pooling="max", gpu_seconds_per_image=9e-5, synthetic_accuracy=0.86),
+    Architecture("resnet56", "ResNet-56", CIFAR_RESNET, 56, 58, macro="ResNetFiftySix",
+                 gpu_seconds_per_image=5e-5, synthetic_norm_per_sigma=35.0,
+                 synthetic_accuracy=0.80),
+    Architecture("resnet110", "ResNet-110", CIFAR_RESNET, 110, 112, macro="ResNetOneHundredTen",
+                 gpu_seconds_per_image=1e-4, synthetic_norm_per_sigma=50.0,
+                 synthetic_accuracy=0.79),
+)}
+ARCHS = tuple(ARCHITECTURES)
+ARCH_LABELS = {a.name: a.label for a in ARCHITECTURES.values()}
+BATCHNORM_ARCHS = tuple(a.name for a in ARCHITECTURES.values() if a.normalisation == "batch")
