@@ -169,35 +169,31 @@ def test_byteflip_sweep_counts_every_flip_and_restores_the_file(tmp_path):
         assert path.read_bytes() == before
 
 
-SNAKEMAKE_LOG = """Provided cores: 2
-[Thu Dec  3 10:00:00 2026]
-localrule write_pack_spec:
-    jobid: 4
-[Thu Dec  3 10:00:00 2026]
-Finished jobid: 4 (Rule: write_pack_spec)
-[Thu Dec  3 10:00:00 2026]
-localrule train_a:
-    jobid: 3
-[Thu Dec  3 10:00:00 2026]
-rule train_b:
-    jobid: 5
-    threads: 2
-[Thu Dec  3 10:00:30 2026]
-Finished jobid: 3 (Rule: train_a)
-[Thu Dec  3 10:01:00 2026]
-Finished jobid: 5 (Rule: train_b)
-[Thu Dec  3 10:01:00 2026]
-localrule train_c:
-    jobid: 6
-[Thu Dec  3 10:02:00 2026]
-localrule archive:
-    jobid: 0
-"""
+# (time, what, rule, jobid, threads): a job's block opens with "localrule" or "rule"
+SNAKEMAKE_EVENTS = [("00:00", "localrule", "write_pack_spec", 4, 1),
+                    ("00:00", "Finished", "write_pack_spec", 4, 1),
+                    ("00:00", "localrule", "train_a", 3, 1), ("00:00", "rule", "train_b", 5, 2),
+                    ("00:30", "Finished", "train_a", 3, 1), ("01:00", "Finished", "train_b", 5, 2),
+                    ("01:00", "localrule", "train_c", 6, 1),
+                    ("02:00", "localrule", "archive", 0, 1)]
+
+
+def snakemake_log(events: list[tuple]) -> list[str]:
+    """Snakemake 9's log lines for these job starts and ends."""
+    lines = ["Provided cores: 2"]
+    for time, what, rule, jobid, threads in events:
+        lines.append(f"[Thu Dec  3 10:{time} 2026]")
+        if what == "Finished":
+            lines.append(f"Finished jobid: {jobid} (Rule: {rule})")
+        else:
+            lines += [f"{what} {rule}:", f"    jobid: {jobid}"]
+            lines += [f"    threads: {threads}"] if threads > 1 else []
+    return lines
 
 
 def test_idle_cores_from_a_snakemake_log():
     """a (1 thread, 30 s) and b (2 threads, 60 s) overlap on 2 cores: busy, capped, 2 cores
     for 60 s; then c runs alone until the log is cut at 10:02: one core idle for 60 s."""
-    cores, jobs, last = idle_cores.training_jobs(SNAKEMAKE_LOG.splitlines())
+    cores, jobs, last = idle_cores.training_jobs(snakemake_log(SNAKEMAKE_EVENTS))
     assert cores == 2 and [j.threads for j in jobs] == [1, 2, 1]
     assert idle_cores.idle(cores, jobs, last) == (120.0, 180.0, 60.0)
