@@ -96,7 +96,7 @@ def path_without(tool: str, where: Path) -> str:
 
 
 def test_make_demo_without_data_or_network_stops_at_once_with_one_line(tmp_path):
-    """A clone with no ../shared beside it, no CIFAR-10 and no network (the release's
+    """A clone with no offline copy beside it, no CIFAR-10 and no network (the release's
     address refuses): one line within seconds, before the venv is built."""
     if not (shutil.which("latexmk") and shutil.which("kpsewhich")):
         pytest.skip("no TeX here: make demo stops at its TeX check first")

@@ -78,7 +78,7 @@ def test_a_cell_the_config_leaves_out_is_planned_at_its_scale():
     small["families"]["main"]["grid"]["optimizer"] = ["sgd"]
     small = grid.validate_config(small)
     halved = {**small, "common": {**small["common"], "train_subset": 32}}
-    at_32 = design.Scale.of(halved, config_with(epochs=10))
+    at_32 = design.Study.at_scale(halved, config_with(epochs=10))
     assert set(at_32.table["train_subset"]) == {32}
     assert set(at_32.table["optimizer"]) == {"sgd", "adam"}
     short = design.plan_table([claim()], small, None, 0.5, config_with(epochs=10))["plan"][0]

@@ -35,7 +35,7 @@ from initmem.analysis.inference import ALPHA, Estimate
 from initmem.plan import cost
 from initmem.plan.grid import expand_runs, pack_runs
 from initmem.plan.schedule import schedule_clocks
-from initmem.plan.spec import Recipe, Run, SpecError
+from initmem.plan.spec import Pack, Recipe, Run, SpecError
 from initmem.records.aggregate import expected_specs
 from initmem.vocabulary import FIVE_SIGMAS
 
@@ -75,17 +75,24 @@ def _planned(runs: list[Run]) -> pd.DataFrame:
 
 
 @dataclass
-class Scale:
-    """The reference config's (the paper's) runs at a config's scale: the config's common
-    data and width fields replace theirs (a run impossible there, b above its images, is
-    left out); packed and priced by the config's execution."""
+class Study:
+    """Runs as the plan sees them, derived once: their table (as planned_runs) and their
+    packs, priced by an execution's throughput model."""
 
-    runs: list[Run]
-    table: pd.DataFrame  # as planned_runs
-    execution: dict[str, Any]
+    table: pd.DataFrame
+    packs: list[Pack]
+    throughput: cost.Throughput
 
     @classmethod
-    def of(cls, config: dict[str, Any], reference: dict[str, Any]) -> Scale:
+    def of(cls, runs: list[Run], execution: dict[str, Any]) -> Study:
+        return cls(_planned(runs), list(pack_runs(runs, execution["pack_size"]).values()),
+                   cost.throughput(execution))
+
+    @classmethod
+    def at_scale(cls, config: dict[str, Any], reference: dict[str, Any]) -> Study:
+        """The reference config's (the paper's) runs at the config's scale: its common data
+        and width fields replace theirs (a run impossible there, b above its images, is
+        left out); packed and priced by the config's execution."""
         scale = {k: config["common"][k] for k in SCALE_FIELDS if k in config["common"]}
         runs = []
         for run in expand_runs(reference):
@@ -94,7 +101,13 @@ class Scale:
                                 run.seed))
             except SpecError:
                 continue
-        return cls(runs, _planned(runs), config["execution"])
+        return cls.of(runs, config["execution"])
+
+    def hours(self, cells: list[pd.DataFrame]) -> float:
+        """Device-hours of the packs that hold any run of these cells."""
+        run_ids = set().union(*(set(cell["run_id"]) for cell in cells))
+        return cost.gpu_hours([p for p in self.packs if any(r.run_id in run_ids for r in p.runs)],
+                              self.throughput)
 
 
 @dataclass
@@ -144,20 +157,18 @@ class ClaimPlan:
                 "device_hours": round(self.hours, 2)}
 
 
-def plan_claim(claim: dict[str, Any], table: pd.DataFrame, config: dict[str, Any],
-               noise: pd.DataFrame | None, noise_sd: float,
-               scale: Scale | None = None) -> ClaimPlan:
-    cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
+def plan_claim(claim: dict[str, Any], study: Study, noise: pd.DataFrame | None,
+               noise_sd: float, scaled: Study | None = None) -> ClaimPlan:
+    """The claim on the study's runs; the cells it lacks stand in from `scaled`."""
+    cells = {name: judge.select_cell(study.table, spec) for name, spec in claim["cells"].items()}
     compared = list(dict.fromkeys(v["cell"] for v in claim["values"].values()))
     missing = [c for c in compared if cells[c].empty]
-    stand_ins = {} if scale is None else {
+    stand_ins = {} if scaled is None else {
         c: cell for c in missing
-        if not (cell := judge.select_cell(scale.table, claim["cells"][c])).empty}
-    hours = _hours(expand_runs(config), config["execution"],
-                   set().union(*(set(cells[c]["run_id"]) for c in compared)))
-    if missing and len(stand_ins) == len(missing):
-        hours = _hours(scale.runs, scale.execution,
-                       set().union(*(set(c["run_id"]) for c in stand_ins.values())))
+        if not (cell := judge.select_cell(scaled.table, claim["cells"][c])).empty}
+    complete = len(stand_ins) == len(missing)
+    hours = (scaled.hours(list(stand_ins.values())) if missing and complete
+             else study.hours([cells[c] for c in compared]))
     cells.update(stand_ins)
     clock = [gates.clock(c["cell"], cells[c["cell"]], c)
              for c in claim.get("gates", {}).get("clock", []) if not cells[c["cell"]].empty]
@@ -165,17 +176,9 @@ def plan_claim(claim: dict[str, Any], table: pd.DataFrame, config: dict[str, Any
                  f"{BN_UPDATES}" for c in compared if not cells[c].empty
                  and cells[c]["arch"].isin(gates.BN_ARCHS).any()
                  and cells[c]["updates"].min() < BN_UPDATES]
-    complete = len(stand_ins) == len(missing)
     seeds, unplanned = _seeds(claim, cells, noise, noise_sd) if complete else ({}, [])
     return ClaimPlan(claim, missing, clock, batchnorm, seeds, hours, unplanned,
                      list(stand_ins))
-
-
-def _hours(runs: list[Run], execution: dict[str, Any], run_ids: set[str]) -> float:
-    """Device-hours of the runs' packs (by execution) that hold any of these run ids."""
-    packs = [p for p in pack_runs(runs, execution["pack_size"]).values()
-             if any(r.run_id in run_ids for r in p.runs)]
-    return cost.gpu_hours(packs, cost.throughput(execution))
 
 
 def _seeds(claim: dict[str, Any], cells: dict[str, pd.DataFrame], noise: pd.DataFrame | None,
@@ -233,10 +236,9 @@ def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
                reference: dict[str, Any] | None = None) -> pd.DataFrame:
     """One plan row per claim; with a reference config (the paper's), the cells the
     config does not run are planned at its scale."""
-    table = planned_runs(config)
-    scale = None if reference is None else Scale.of(config, reference)
-    return pd.DataFrame([plan_claim(c, table, config, noise, noise_sd, scale).row()
-                         for c in claims])
+    study = Study.of(expand_runs(config), config["execution"])
+    scaled = None if reference is None else Study.at_scale(config, reference)
+    return pd.DataFrame([plan_claim(c, study, noise, noise_sd, scaled).row() for c in claims])
 
 
 def render_markdown(plan: pd.DataFrame, device: str) -> str:
