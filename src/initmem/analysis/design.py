@@ -33,6 +33,7 @@ from initmem.analysis import claims as judge
 from initmem.analysis import gates, inference
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.plan import cost
+from initmem.plan.architectures import BATCHNORM_ARCHS
 from initmem.plan.grid import expand_runs, pack_runs
 from initmem.plan.schedule import schedule_clocks
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
@@ -174,7 +175,7 @@ def plan_claim(claim: dict[str, Any], study: Study, noise: pd.DataFrame | None,
              for c in claim.get("gates", {}).get("clock", []) if not cells[c["cell"]].empty]
     batchnorm = [f"{c}: {int(cells[c]['updates'].min())} updates, BatchNorm needs "
                  f"{BN_UPDATES}" for c in compared if not cells[c].empty
-                 and cells[c]["arch"].isin(gates.BN_ARCHS).any()
+                 and cells[c]["arch"].isin(BATCHNORM_ARCHS).any()
                  and cells[c]["updates"].min() < BN_UPDATES]
     seeds, unplanned = _seeds(claim, cells, noise, noise_sd) if complete else ({}, [])
     return ClaimPlan(claim, missing, clock, batchnorm, seeds, hours, unplanned,

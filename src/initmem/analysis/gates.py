@@ -30,7 +30,6 @@ from initmem.plan.spec import DATASET_SIZES
 
 CHANCE = 0.1  # ten classes
 BN_VAR_FACTOR = 2.0
-BN_ARCHS = BATCHNORM_ARCHS
 CLOCK_FACTOR = 10.0
 
 
@@ -111,7 +110,7 @@ def evaluation(cell: str, runs: pd.DataFrame) -> list[Gate]:
 
 
 def _batchnorm(cell: str, runs: pd.DataFrame) -> Gate:
-    bn = runs[runs["arch"].isin(BN_ARCHS).to_numpy()]
+    bn = runs[runs["arch"].isin(BATCHNORM_ARCHS).to_numpy()]
     if bn.empty:
         return Gate("evaluation", cell, None, "no BatchNorm")
     if "bn_var_ratio_best" not in bn or bn["bn_var_ratio_best"].isna().all():
