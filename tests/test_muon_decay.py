@@ -41,7 +41,7 @@ def test_the_clock_t_l2_counts_the_decay_that_acts():
 @pytest.mark.parametrize(("fields", "message"), [
     (dict(optimizer="adam", muon_adam_weight_decay=0.004),
      "muon_adam_weight_decay=0.004 is not allowed; muon_adam_weight_decay must be null for "
-     "optimizer adam (only muon and muon_orthogonal have an AdamW path)"),
+     "optimizer adam (only muon, muon_orthogonal take muon_adam_weight_decay)"),
     (dict(optimizer="muon", muon_adam_weight_decay=-1.0),
      "muon_adam_weight_decay=-1.0 is not allowed; muon_adam_weight_decay must be null or a "
      "number >= 0"),

@@ -8,7 +8,6 @@ both the rules and the wording.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -111,30 +110,3 @@ def schema_defaults(config: dict[str, Any]) -> dict[str, Any]:
                 if "default" in sub:
                     section.setdefault(key, sub["default"])
     return config
-
-
-# Figure colours of optimizers whose config entry names none, in config order.
-PALETTE = ("#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2",
-           "#2ca02c", "#7f7f7f", "#bcbd22")
-
-
-@dataclass(frozen=True)
-class OptimizerDisplay:
-    """How an optimizer of a config is shown and grouped (its config entry)."""
-
-    name: str
-    label: str  # Table 1 and the figures
-    tex_label: str  # Tables 2-7
-    colour: str
-    adaptive: bool
-
-
-def optimizer_display(config: dict[str, Any]) -> dict[str, OptimizerDisplay]:
-    """name -> display of every optimizer of the config's `optimizers`, in its order."""
-    shown = {}
-    for i, (name, entry) in enumerate(config.get("optimizers", {}).items()):
-        label = entry.get("label", name)
-        shown[name] = OptimizerDisplay(name, label, entry.get("tex_label", label),
-                                       entry.get("colour", PALETTE[i % len(PALETTE)]),
-                                       bool(entry.get("adaptive", False)))
-    return shown

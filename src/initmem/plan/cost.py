@@ -40,7 +40,7 @@ Epochs. A run trains recipe.epochs unless it early-stops. `Stopping` estimates w
   full width and data), stops at Table 5's published best-validation epoch (the mean over
   seeds, paper/published/table5.csv) plus its patience, at most recipe.epochs: an
   estimate. Table 5 has SGD and Adam; sgd_momentum takes SGD's epochs, and the other
-  adaptive optimizers (config `adaptive: true`) Adam's;
+  adaptive optimizers (their declaration's `adaptive`) Adam's;
 - otherwise all its epochs (a bound).
 With compaction (execution.compaction, on by default) the runs that stop leave their
 pack at the end of their epoch, so the pack runs at N, then fewer, runs; without it
@@ -70,6 +70,7 @@ from typing import Any
 from initmem.errors import InputError
 from initmem.plan.architectures import ARCHITECTURES, ARCHS
 from initmem.plan.grid import load_config, make_packs
+from initmem.plan.optimizers import declarations
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.vocabulary import missing
 
@@ -85,7 +86,9 @@ EAGER = "eager"  # the step path of a CSV without a path column, and of SLURM ti
 TABLE5 = "table5.csv"  # in the published folder: its tau_best rows are the stop estimates
 # Table 5's recipe: the published best-validation epochs are of these settings only.
 TABLE5_RECIPE = {"epochs": 300, "lr0": 1e-3, "width": 1.0, "train_subset": None}
-TABLE5_STAND_IN = {"sgd_momentum": "sgd"}  # optimizers Table 5 lacks (else adaptive: adam)
+# Table 5 publishes SGD's and Adam's epochs: every adaptive optimizer takes Adam's, every
+# other SGD's.
+TABLE5_OPTIMIZERS = {True: "adam", False: "sgd"}
 
 
 @dataclass(frozen=True)
@@ -250,9 +253,7 @@ class Stopping:
         return min(r.epochs, tau + r.patience)
 
     def _stand_in(self, optimizer: str) -> str:
-        if optimizer in TABLE5_STAND_IN:
-            return TABLE5_STAND_IN[optimizer]
-        return "adam" if optimizer in self.adaptive else optimizer
+        return TABLE5_OPTIMIZERS[optimizer in self.adaptive]
 
     @classmethod
     def from_files(cls, published: str | Path, adaptive: Iterable[str] = (),
@@ -451,7 +452,7 @@ def _cli_throughput(args: argparse.Namespace,
 def config_stopping(config: Mapping[str, Any], published: str | Path,
                     records: str | Path | None = None) -> Stopping:
     """The Stopping of a config: its adaptive optimizers take Adam's published epochs."""
-    adaptive = [name for name, o in config["optimizers"].items() if o.get("adaptive")]
+    adaptive = [name for name in config["optimizers"] if declarations()[name].adaptive]
     return Stopping.from_files(published, adaptive, records)
 
 

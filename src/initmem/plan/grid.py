@@ -1,7 +1,8 @@
 """Config -> runs -> packs: the pure expansion of the experiment grid.
 
 A family's runs are: every variant x every grid point (minus `exclude`), each merged over
-`common`, the optimizer's Table 1 defaults and the family's `recipe`, times its sigma_w
+`common`, the optimizer's Table 1 defaults and the family's `recipe` (the optimizer's
+`hyperparameters` merged key by key), times its sigma_w
 set, times its seeds (or a `seed_overrides` set where one matches). The runs of one
 recipe are cut into packs of `execution.pack_size` in (seed, sigma_w) order, so a pack
 holds whole sigma_w sweeps. Everything is a pure function of the config: run and pack
@@ -26,12 +27,18 @@ from initmem.plan.config import (
     schema_defaults,
 )
 from initmem.plan.inputs import load_yaml
-from initmem.plan.spec import OPTIMIZERS, Pack, Recipe, Run, SpecError
+from initmem.plan.optimizers import (
+    DISPLAY_KEYS,
+    ECHOED_KEYS,
+    OPTIMIZER_DIR,
+    OPTIMIZERS,
+    declarations,
+)
+from initmem.plan.spec import Pack, Recipe, Run, SpecError
 
 __all__ = ["SCHEMA_PATH", "ConfigError", "expand_runs", "experiment_config", "family_runs",
            "load_config", "make_packs", "pack_id", "sigma_values", "validate_config"]
 
-OPTIMIZER_META = ("label", "tex_label", "colour", "adaptive", "notes")  # display, not recipe
 EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families")
 
 
@@ -61,11 +68,17 @@ def experiment_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def _check_names(config: dict[str, Any]) -> None:
     problems = []
-    for name in config["optimizers"]:
+    for name, entry in config["optimizers"].items():
         if name not in OPTIMIZERS:
             problems.append(f"optimizers.{name}: optimizer {name!r} is not implemented; "
                             f"implemented: {', '.join(OPTIMIZERS)} (an optimizer is the "
-                            f"module src/initmem/training/optimizers/{name}.py)")
+                            f"module {OPTIMIZER_DIR / name}.py)")
+            continue
+        for key in ECHOED_KEYS:
+            declared = getattr(declarations()[name], key)
+            if key in entry and entry[key] != declared:
+                problems.append(f"optimizers.{name}.{key}={entry[key]!r} is not allowed; "
+                                f"the optimizer's declaration says {declared!r} (drop the key)")
     for fam, spec in config["families"].items():
         refs = [("sigma_w", spec["sigma_w"], "sigma_sets"), ("seeds", spec["seeds"], "seed_sets")]
         refs += [(f"seed_overrides[{i}].seeds", o["seeds"], "seed_sets")
@@ -161,8 +174,11 @@ def _recipe(config: dict[str, Any], fam: str, point: dict[str, Any]) -> Recipe:
     spec = config["families"][fam]
     common, explicit = config.get("common", {}), {**spec.get("recipe", {}), **point}
     table1 = config["optimizers"].get({**common, **explicit}.get("optimizer"), {})
-    defaults = {k: v for k, v in table1.items() if k not in OPTIMIZER_META}
+    defaults = {k: v for k, v in table1.items() if k not in DISPLAY_KEYS + ECHOED_KEYS}
     fields = {**common, **defaults, **explicit}  # precedence: common < Table 1 < family
+    fields["hyperparameters"] = {**common.get("hyperparameters", {}),  # merged key by key
+                                 **defaults.get("hyperparameters", {}),
+                                 **explicit.get("hyperparameters", {})}
     try:
         return Recipe(family=fam, **fields)
     except SpecError as err:

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,19 @@ from typing import Any
 from initmem.errors import InputError, naming
 from initmem.plan.architectures import ARCHS
 from initmem.plan.inputs import check_spec, load_yaml
+from initmem.plan.optimizers import (
+    OPTIMIZERS,
+    OptimizerDeclaration,
+    declarations,
+    hyperparameter_text,
+    parse_hyperparameters,
+)
 
-# An optimizer is the module of its name in training/optimizers/ (read as a folder listing:
-# planning never imports torch).
-OPTIMIZER_DIR = Path(__file__).resolve().parents[1] / "training" / "optimizers"
-OPTIMIZERS = tuple(sorted(m.name for m in pkgutil.iter_modules([str(OPTIMIZER_DIR)])
-                          if not m.name.startswith("_")))
-# Keras' defaults that the recipe keeps fixed (no family varies them).
-ADAM_BETA1, ADAM_BETA2 = 0.9, 0.999
-MUON_OPTIMIZERS = ("muon", "muon_orthogonal")  # Keras Muon: an AdamW path beside Muon's
 # Recipe fields newer than some records and specs: left at their default they are left
 # out of a spec (so pack hashes, checkpoints and spec files stay as they were), and a
 # record without the column was made with the default.
-LATER_FIELDS = {"muon_adam_weight_decay": None, "best_test_subset": None}
+LATER_FIELDS = {"muon_adam_weight_decay": None, "best_test_subset": None,
+                "hyperparameters": None}
 SCHEDULES = ("cosine", "constant")
 DATASETS = ("cifar10", "synthetic")
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
@@ -71,6 +70,9 @@ class Recipe:
     # them for the paper's Muon). null: weight_decay on both paths, the paper's stated
     # lambda; 0.004: Keras' default, had the authors set only Muon(weight_decay=...).
     muon_adam_weight_decay: float | None = None
+    # the optimizer's own hyperparameters (its declaration's, Keras' names) where they
+    # differ from its defaults: a mapping in, stored as "key=value,..." (None: defaults)
+    hyperparameters: str | None = None
     l2: float = 0.0  # Keras L2(l) on kernels: loss += l * sum(W^2)
     augment: bool = False
     patience: int | None = None  # early stopping on val loss (ResNet-56/110)
@@ -90,6 +92,7 @@ class Recipe:
         _check(self.arch in ARCHS, "arch", self.arch, f"one of {', '.join(ARCHS)}")
         _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
                f"one of {', '.join(OPTIMIZERS)}")
+        self._check_hyperparameters()
         _check(self.schedule in SCHEDULES, "schedule", self.schedule,
                f"one of {', '.join(SCHEDULES)}")
         _check(self.dataset in DATASETS, "dataset", self.dataset,
@@ -107,7 +110,7 @@ class Recipe:
         for key in ("weight_decay", "l2"):
             value = getattr(self, key)
             _check(_finite(value) and value >= 0, key, value, "a number >= 0")
-        self._check_muon_adam_weight_decay()
+        self._check_optimizer_fields()
         _check(isinstance(self.augment, bool), "augment", self.augment, "true or false")
         _check(self.patience is None or (_count(self.patience) and self.patience > 0),
                "patience", self.patience, "null or a positive integer")
@@ -123,20 +126,49 @@ class Recipe:
                f"{self.n_eval} test images tested every epoch (eval_subset)")
         _check(self.b <= self.n_train, "b", self.b,
                f"at most the {self.n_train} training images of an epoch")
-        _check(self.optimizer != "sgd_momentum" or self.momentum > 0, "momentum",
-               self.momentum, "> 0 for optimizer sgd_momentum")
-        _check(self.optimizer != "sgd" or self.momentum == 0, "momentum", self.momentum,
-               "0 for optimizer sgd (use sgd_momentum)")
 
-    def _check_muon_adam_weight_decay(self) -> None:
+    def _check_hyperparameters(self) -> None:
+        value = self.hyperparameters
+        if isinstance(value, str):
+            value = parse_hyperparameters(value)
+        _check(value is None or isinstance(value, dict), "hyperparameters", value,
+               "null or a mapping of the optimizer's hyperparameters to numbers")
+        try:
+            text = hyperparameter_text(self.optimizer, value or {})
+        except InputError as err:
+            raise SpecError(str(err)) from None
+        object.__setattr__(self, "hyperparameters", text)  # one spelling: hashes agree
+
+    def _check_optimizer_fields(self) -> None:
+        """The recipe fields an optimizer does not take stay at their defaults; the ones it
+        requires are set (its declaration says which)."""
         value = self.muon_adam_weight_decay
-        if value is None:
-            return
-        _check(_finite(value) and value >= 0, "muon_adam_weight_decay", value,
-               "null or a number >= 0")
-        _check(self.optimizer in MUON_OPTIMIZERS, "muon_adam_weight_decay", value,
-               f"null for optimizer {self.optimizer} (only {' and '.join(MUON_OPTIMIZERS)} "
-               "have an AdamW path)")
+        _check(value is None or (_finite(value) and value >= 0), "muon_adam_weight_decay",
+               value, "null or a number >= 0")
+        declared = self.declaration
+        for key, unset in (("momentum", 0.0), ("weight_decay", 0.0),
+                           ("muon_adam_weight_decay", None)):
+            value = getattr(self, key)
+            if key in declared.requires:
+                _check(value != unset and value is not None, key, value,
+                       f"> 0 for optimizer {self.optimizer}")
+            elif key not in declared.takes:
+                takers = [n for n, d in declarations().items() if key in d.takes]
+                _check(value == unset, key, value,
+                       f"{unset if unset is not None else 'null'} for optimizer "
+                       f"{self.optimizer} (only {', '.join(takers)} take {key})")
+
+    @property
+    def declaration(self) -> OptimizerDeclaration:
+        """The optimizer's declaration (initmem.plan.optimizers)."""
+        return declarations()[self.optimizer]
+
+    @property
+    def optimizer_hyperparameters(self) -> dict[str, float]:
+        """The optimizer's hyperparameters as trained: its defaults, then this recipe's (of
+        the default's type: ns_steps stays a count)."""
+        own = parse_hyperparameters(self.hyperparameters)
+        return {k: type(v)(own.get(k, v)) for k, v in self.declaration.hyperparameters.items()}
 
     @property
     def muon_adam_decay(self) -> float:
@@ -149,8 +181,7 @@ class Recipe:
     def shrinkage(self) -> float:
         """lambda of the clock T_L2: the L2 coefficient plus the decoupled decay acting on
         the conv kernels (for the paper's Muon, its AdamW path's)."""
-        decay = self.muon_adam_decay if self.optimizer == "muon" else self.weight_decay
-        return self.l2 + decay
+        return self.l2 + getattr(self, self.declaration.kernel_decay)
 
     @property
     def n_train(self) -> int:
@@ -182,12 +213,14 @@ class Recipe:
         """Readable, unique folder name of the recipe (everything but b and the family)."""
         parts = [f"{self.arch}", f"w{self.width:g}", self.optimizer, f"lr{self.lr0:g}",
                  self.schedule, f"e{self.epochs}"]
-        if self.momentum and self.optimizer != "sgd_momentum":
+        if self.momentum and "momentum" not in self.declaration.requires:
             parts.append(f"mom{self.momentum:g}")
         if self.weight_decay:
             parts.append(f"wd{self.weight_decay:g}")
         if self.muon_adam_weight_decay is not None:
             parts.append(f"awd{self.muon_adam_weight_decay:g}")
+        for key, value in parse_hyperparameters(self.hyperparameters).items():
+            parts.append(f"{key}={value:g}")
         if self.l2:
             parts.append(f"l2{self.l2:g}")
         if self.augment:

@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from initmem.plan import grid
 from initmem.plan.architectures import ARCHITECTURES
-from initmem.plan.config import optimizer_display
 from initmem.plan.schedule import schedule_clocks
 from initmem.plan.spec import Recipe, Run
 from initmem.records import aggregate
@@ -110,7 +109,7 @@ def bn_var_ratio(r: Recipe, sigma: np.ndarray, epochs: np.ndarray) -> np.ndarray
 def histories(r: Recipe, sigma: np.ndarray, rng: np.random.Generator,
               adaptive: bool) -> dict:
     """Per-epoch curves, arrays of shape (runs, epochs); `adaptive`: the optimizer's
-    config entry says it is an adaptive method."""
+    declaration says it is an adaptive method."""
     n, t = len(sigma), np.arange(1, r.epochs + 1, dtype=float)[None, :]
     clocks = schedule_clocks(r.lr0, r.b, r.steps_per_epoch, r.epochs,
                              r.shrinkage, r.schedule, r.cosine_alpha)
@@ -203,10 +202,10 @@ def generate(config: dict, seed: int = 0, families: list[str] | None = None,
         by_recipe.setdefault(run.recipe, []).append(run)
     drop = np.random.default_rng([seed, 1]).random(len(runs)) < missing
     dropped = {run.run_id for run, d in zip(runs, drop, strict=True) if d}
-    rows, pieces, shown = [], [], optimizer_display(config)
+    rows, pieces = [], []
     for recipe, members in by_recipe.items():
         sigma = np.array([r.sigma_w for r in members])
-        h = histories(recipe, sigma, _rng(seed, recipe), shown[recipe.optimizer].adaptive)
+        h = histories(recipe, sigma, _rng(seed, recipe), recipe.declaration.adaptive)
         stop = stop_epochs(h["val_loss"], recipe.patience)
         out = outcomes(h, stop)
         for i, run in enumerate(members):

@@ -9,6 +9,7 @@ from initmem.analysis import metrics
 from initmem.analysis.figures import style
 from initmem.analysis.figures.common import Inputs, no_data, select
 from initmem.analysis.figures.sweeps import PAPER_B, Drawn
+from initmem.plan.optimizers import OptimizerDisplay
 
 KEYS = ["family", "optimizer", "b", "lr0", "l2"]
 SGD_L2 = {"family": "lr_l2", "optimizer": "sgd", "lr0": 1e-2, "l2": 1e-2}  # Fig. 6 green
@@ -57,14 +58,17 @@ def fig6(inputs: Inputs) -> Drawn:
                     logx=False)
             if row == 0:  # the colours are the same in both rows
                 _legend(ax)
-    _clock_panel(axes[2, 0], main, "sgd", "T_SGD", "Reds")
+    # (e) and (f): the first optimizer of each column (the paper's SGD and Adam) on its clock
+    sgd_like, adaptive = (next(iter(optimizers), None) for _, optimizers in columns)
+    _clock_panel(axes[2, 0], main, sgd_like, "T_SGD", "Reds")
     drawn_l2 = [_plot(axes[2, 0], select(sgd_l2, b=b), "T_L2", color=style.L2_COLOR,
                       ls=ls, label=rf"SGD+$L_2$, $b={b}$ vs $\mathcal{{T}}_{{L_2}}$")
                 for b, ls in zip(PAPER_B, ("-", "--"), strict=True)]
-    _finish(axes[2, 0], "(e) SGD", r"$\mathcal{T}_{\mathrm{SGD}}$ or $\mathcal{T}_{L_2}$",
+    _finish(axes[2, 0], f"(e) {sgd_like.label if sgd_like else 'SGD'}",
+            r"$\mathcal{T}_{\mathrm{SGD}}$ or $\mathcal{T}_{L_2}$",
             axes[2, 0].has_data() or any(drawn_l2))
-    _clock_panel(axes[2, 1], main, "adam", "T_adapt", "Blues")
-    _finish(axes[2, 1], f"(f) {inputs.optimizer_label('adam')}",
+    _clock_panel(axes[2, 1], main, adaptive, "T_adapt", "Blues")
+    _finish(axes[2, 1], f"(f) {adaptive.label if adaptive else 'adaptive'}",
             r"$\mathcal{T}_{\mathrm{adapt}}$", axes[2, 1].has_data())
     for ax in axes[2]:
         _legend(ax)
@@ -76,9 +80,12 @@ def _legend(ax) -> None:
         ax.legend(loc="best", fontsize=5.5)
 
 
-def _clock_panel(ax, main: pd.DataFrame, optimizer: str, clock: str, palette: str) -> None:
+def _clock_panel(ax, main: pd.DataFrame, optimizer: OptimizerDisplay | None, clock: str,
+                 palette: str) -> None:
     """One line per batch size, darker for larger b."""
-    rows = select(main, optimizer=optimizer)
+    if optimizer is None:
+        return
+    rows = select(main, optimizer=optimizer.name)
     sizes = sorted(int(b) for b in set(rows["b"]))
     cmap = matplotlib.colormaps[palette]
     for i, b in enumerate(sizes):

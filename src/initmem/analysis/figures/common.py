@@ -17,8 +17,8 @@ import pandas as pd
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
 from initmem.errors import InputError
-from initmem.plan.config import PALETTE, OptimizerDisplay, optimizer_display
 from initmem.plan.grid import load_config
+from initmem.plan.optimizers import PALETTE, OptimizerDisplay, display, optimizer_display
 from initmem.vocabulary import DIVERGED, generated, missing
 
 PERCENTILES = (10, 90)  # the paper's bands: 10th-90th percentile over seeds
@@ -49,7 +49,7 @@ class Inputs:
         """The displays of `names`: the config's, in its order, then any other by name."""
         shown = optimizer_display(self.config)
         others = sorted(set(names) - set(shown))
-        extra = {n: OptimizerDisplay(n, n, n, PALETTE[(len(shown) + i) % len(PALETTE)], False)
+        extra = {n: display(n, {}, PALETTE[(len(shown) + i) % len(PALETTE)])
                  for i, n in enumerate(others)}
         return [d for d in [*shown.values(), *extra.values()] if d.name in set(names)]
 

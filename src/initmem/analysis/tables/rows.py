@@ -17,9 +17,9 @@ import pandas as pd
 from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, summarize
 from initmem.plan.architectures import ARCH_LABELS
-from initmem.plan.config import optimizer_display
 from initmem.plan.grid import family_runs
-from initmem.plan.spec import ADAM_BETA1, ADAM_BETA2
+from initmem.plan.optimizers import optimizer_display, parse_hyperparameters
+from initmem.plan.spec import Recipe
 from initmem.vocabulary import CELL_KEY, CONFIG_LABELS
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
@@ -261,28 +261,41 @@ def optimizer_settings(config: dict) -> dict:
     for run in family_runs(config, "main"):
         recipes.setdefault(run.recipe.optimizer, run.recipe)
     rows = []
-    for name, entry in config["optimizers"].items():
+    for name, shown in optimizer_display(config).items():
         if name not in recipes:
             continue
         recipe = recipes[name]
-        if name.startswith("sgd"):
-            momentum = f"${latex_number(recipe.momentum)}$"
-        elif name in ("adam", "adamw"):
-            momentum = rf"$\beta_{{1}}{{=}}{ADAM_BETA1:g}$"
-        else:
-            momentum = "---"
         decay = f"${latex_number(recipe.weight_decay)}$"
         if recipe.muon_adam_weight_decay is not None:  # the other reading of Muon's lambda
             decay += f" (AdamW path ${latex_number(recipe.muon_adam_weight_decay)}$)"
-        rows.append({"label": entry.get("label", name),
-                     "lr0": f"${latex_number(recipe.lr0)}$",
-                     "momentum": momentum,
-                     "weight_decay": decay,
-                     "notes": entry.get("notes", "---")})
+        rows.append({"label": shown.label, "lr0": f"${latex_number(recipe.lr0)}$",
+                     "momentum": _momentum_cell(recipe), "weight_decay": decay,
+                     "notes": _notes_cell(shown.notes, recipe)})
     first = next(iter(recipes.values()))
+    adam_like = next((r.optimizer_hyperparameters for r in recipes.values()
+                      if "beta_2" in r.declaration.hyperparameters), {})
     return {"rows": rows, "lr0": latex_number(first.lr0),
             "alpha": f"{first.cosine_alpha:g}", "epochs": first.epochs,
-            "beta1": f"{ADAM_BETA1:g}", "beta2": f"{ADAM_BETA2:g}"}
+            "beta1": f"{adam_like.get('beta_1', math.nan):g}",
+            "beta2": f"{adam_like.get('beta_2', math.nan):g}"}
+
+
+def _momentum_cell(recipe: Recipe) -> str:
+    """Table 1's momentum: the recipe's where the optimizer takes one, else its beta_1."""
+    if "momentum" in recipe.declaration.takes:
+        return f"${latex_number(recipe.momentum)}$"
+    beta_1 = recipe.optimizer_hyperparameters.get("beta_1")
+    return "---" if beta_1 is None else rf"$\beta_{{1}}{{=}}{beta_1:g}$"
+
+
+def _notes_cell(notes: str, recipe: Recipe) -> str:
+    """The config's notes, then any hyperparameter set away from its Keras default."""
+    changed = parse_hyperparameters(recipe.hyperparameters)
+    if not changed:
+        return notes
+    text = ", ".join(rf"\texttt{{{k.replace('_', chr(92) + '_')}}}$=${v:g}"
+                     for k, v in changed.items())
+    return text if notes == "---" else f"{notes}; {text}"
 
 
 # Tables 2-7: builder(runs, config) -> (template context, cells, rendered cell texts).

@@ -1,10 +1,11 @@
 """Keras-faithful optimizers for packed training, one module per optimizer.
 
-The module `<name>.py` is the optimizer a recipe names `optimizer: <name>`: it defines
-`build(recipe, named_params)`. Adding an optimizer is adding its module (and its config
-entry: label, colour, whether it is adaptive); `initmem.plan.spec` reads the names from
-this folder, so the config check knows it without importing torch. Shared machinery (the
-packed state, decay, counter and Adam math) is in `_base`.
+The module `<name>.py` is the optimizer a recipe names `optimizer: <name>`: it declares
+itself in a literal `DECLARATION = {...}` (label, Keras class, adaptive, the recipe fields
+and hyperparameters it takes; initmem.plan.optimizers reads it without importing torch)
+and defines `build(recipe, named_params)`, which reads `recipe.optimizer_hyperparameters`.
+Adding an optimizer is adding its module and naming it in a config's `optimizers`. Shared
+machinery (the packed state, decay, counter and Adam math) is in `_base`.
 
 Choices that differ from Keras, and why:
 - The schedule is evaluated in float64 on the host (initmem.plan.schedule); Keras
@@ -19,19 +20,17 @@ import importlib
 from torch import nn
 
 from initmem.errors import InputError
-from initmem.plan.spec import OPTIMIZERS, Recipe
-from initmem.training.optimizers._base import LR, Optimizer, keras_float
+from initmem.plan.optimizers import OPTIMIZERS
+from initmem.plan.spec import Recipe
+from initmem.training.optimizers._base import LR, AdamMath, Optimizer, keras_float
 
-__all__ = ["LR", "Optimizer", "build_optimizer", "keras_float"]
+__all__ = ["LR", "AdamMath", "Optimizer", "build_optimizer", "keras_float"]
 
 
 def build_optimizer(recipe: Recipe, model: nn.Module) -> Optimizer:
     """The recipe's optimizer over the model's trainable parameters."""
-    if recipe.optimizer not in OPTIMIZERS:
+    if recipe.optimizer not in OPTIMIZERS:  # a Recipe checks it; this guards stand-ins
         raise InputError(f"optimizer={recipe.optimizer!r} is not allowed; optimizer must be "
                          f"one of {', '.join(OPTIMIZERS)}")
-    if recipe.momentum and recipe.optimizer != "sgd_momentum":
-        raise InputError(f"momentum={recipe.momentum} is not allowed for optimizer "
-                         f"{recipe.optimizer}; momentum is only used by sgd_momentum")
     module = importlib.import_module(f"{__name__}.{recipe.optimizer}")
     return module.build(recipe, list(model.named_parameters()))

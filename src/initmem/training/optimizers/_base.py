@@ -16,7 +16,8 @@ operations where that costs nothing:
   in float32 training 1 - 0.999 is then 1.3e-5 off its exact value, so early Adam steps
   differ from an exact-arithmetic Adam by ~6e-6 relative, as Keras' do.
 - Adam: m <- m + (g - m)(1 - beta1); v <- v + (g^2 - v)(1 - beta2);
-  w <- w - (m * eta sqrt(1 - beta2^t) / (1 - beta1^t)) / (sqrt(v) + 1e-7)  ("epsilon hat").
+  w <- w - (m * eta sqrt(1 - beta2^t) / (1 - beta1^t)) / (sqrt(v) + epsilon)  ("epsilon
+  hat"), with the optimizer's declared beta_1, beta_2, epsilon (Keras': 0.9, 0.999, 1e-7).
 - Hyperparameters pass through `keras_float` where Keras casts them (`ops.cast(x,
   dtype)` of a Python float makes a float32 tensor first): momentum, weight decay, the
   L2 coefficient and the betas of Adam's bias-correction powers. In float32 that is what
@@ -34,15 +35,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from initmem.errors import InputError
-from initmem.plan.spec import ADAM_BETA1, ADAM_BETA2
 
-ADAM_EPSILON = 1e-7
 LR = float | Tensor
 
 
@@ -50,6 +50,15 @@ def keras_float(x: float) -> float:
     """A Python-float hyperparameter as Keras' TensorFlow backend casts it to a variable's
     dtype: through a float32 tensor (0.9 becomes 0.89999997615814209 even in float64)."""
     return float(np.float32(x))
+
+
+@dataclass(frozen=True)
+class AdamMath:
+    """The hyperparameters of Keras' Adam math (Keras' names and defaults)."""
+
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-7
 
 
 class Optimizer(ABC):
@@ -96,18 +105,18 @@ class Optimizer(ABC):
     def _update(self, lr: LR) -> None:
         """The optimizer's own update of every live parameter (after the decay)."""
 
-    def _adam(self, names: Iterable[str], lr: LR) -> None:
+    def _adam(self, names: Iterable[str], lr: LR, adam: AdamMath) -> None:
         names = self._live(names)
         if not names:
             return
         w, g, m, v = self._tensors(names, "m", "v")
         t = (self.iterations + 1).to(w[0].dtype)
-        alpha = lr * (torch.sqrt(1 - torch.pow(keras_float(ADAM_BETA2), t))
-                      / (1 - torch.pow(keras_float(ADAM_BETA1), t)))
-        torch._foreach_lerp_(m, g, 1 - ADAM_BETA1)  # m + (g - m)(1 - beta1), as Keras
-        torch._foreach_lerp_(v, torch._foreach_mul(g, g), 1 - ADAM_BETA2)
+        alpha = lr * (torch.sqrt(1 - torch.pow(keras_float(adam.beta_2), t))
+                      / (1 - torch.pow(keras_float(adam.beta_1), t)))
+        torch._foreach_lerp_(m, g, 1 - adam.beta_1)  # m + (g - m)(1 - beta1), as Keras
+        torch._foreach_lerp_(v, torch._foreach_mul(g, g), 1 - adam.beta_2)
         denom = torch._foreach_sqrt(v)
-        torch._foreach_add_(denom, ADAM_EPSILON)
+        torch._foreach_add_(denom, adam.epsilon)
         step = torch._foreach_mul(m, alpha)
         torch._foreach_div_(step, denom)
         torch._foreach_sub_(w, step)

@@ -7,21 +7,25 @@ from collections.abc import Iterable
 from torch import nn
 
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, Optimizer
+from initmem.training.optimizers._base import LR, AdamMath, Optimizer
+
+DECLARATION = {"label": "Adam", "keras": "Adam", "adaptive": True, "takes": ["weight_decay"],
+               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}}
 
 
 class Adam(Optimizer):
     """Keras Adam (epsilon hat); with weight_decay > 0 it is Keras AdamW."""
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, adam: AdamMath | None = None):
         super().__init__(named_params, weight_decay)
+        self.adam = adam or AdamMath()
         self._add_slot("m", self.params)
         self._add_slot("v", self.params)
 
     def _update(self, lr: LR) -> None:
-        self._adam(self.params, lr)
+        self._adam(self.params, lr, self.adam)
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Adam:
-    return Adam(named_params, recipe.weight_decay)
+    return Adam(named_params, recipe.weight_decay, AdamMath(**recipe.optimizer_hyperparameters))

@@ -18,13 +18,15 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer
 
-LION_BETA1, LION_BETA2 = 0.9, 0.99
+DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True, "takes": ["weight_decay"],
+               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.99}}
 
 
 class Lion(Optimizer):
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, beta_1: float = 0.9, beta_2: float = 0.99):
         super().__init__(named_params, weight_decay)
+        self.beta_1, self.beta_2 = beta_1, beta_2
         self._add_slot("m", self.params)
 
     def _update(self, lr: LR) -> None:
@@ -33,13 +35,13 @@ class Lion(Optimizer):
             return
         w, g, m = self._tensors(names, "m")
         # Keras: m * beta1 + g * (1 - beta1), in that order
-        direction = torch._foreach_add(torch._foreach_mul(m, LION_BETA1),
-                                       torch._foreach_mul(g, 1.0 - LION_BETA1))
+        direction = torch._foreach_add(torch._foreach_mul(m, self.beta_1),
+                                       torch._foreach_mul(g, 1.0 - self.beta_1))
         torch._foreach_sign_(direction)
         torch._foreach_sub_(w, torch._foreach_mul(direction, lr))
-        torch._foreach_mul_(m, LION_BETA2)
-        torch._foreach_add_(m, torch._foreach_mul(g, 1.0 - LION_BETA2))
+        torch._foreach_mul_(m, self.beta_2)
+        torch._foreach_add_(m, torch._foreach_mul(g, 1.0 - self.beta_2))
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Lion:
-    return Lion(named_params, recipe.weight_decay)
+    return Lion(named_params, recipe.weight_decay, **recipe.optimizer_hyperparameters)

@@ -6,9 +6,11 @@ else takes Muon's AdamW path (the base optimizer's Adam math, adam_lr_ratio 1). 
 paper's exclude_layers=["dense"] no variable of these convolutional ResNets qualifies, so
 the paper's "muon" is AdamW step for step; it is implemented as that routing, not an
 alias. Muon path (Keras): m <- m + (g + m (mu - 1)) = mu m + g, mu = 0.95; Nesterov input
-g + mu m; 5 Newton-Schulz steps (3.4445, -4.7750, 2.0315) on it divided by its Frobenius
-norm + 1e-7 (transposed while rows > cols), in float32; w <- w - eta * O * sqrt(max(rows,
-cols)) * 0.2. `muon_orthogonal` (an extension, never the reproduction) routes conv
+g + mu m; ns_steps = 5 Newton-Schulz steps (muon_a, muon_b, muon_c = 3.4445, -4.7750,
+2.0315) on it divided by its Frobenius norm + 1e-7 (transposed while rows > cols), in
+float32; w <- w - eta * O * sqrt(max(rows, cols)) * rms_rate (0.2). Every number named
+here is a declared hyperparameter (Keras' names and defaults); Keras' nesterov=True is
+fixed. `muon_orthogonal` (an extension, never the reproduction) routes conv
 kernels too, flattened per run to (out, in*kh*kw); the output dense stays excluded.
 
 Keras' Muon has two decay values: weight_decay for the Muon path and adam_weight_decay
@@ -30,16 +32,26 @@ import torch
 from torch import Tensor, nn
 
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, Optimizer, keras_float
+from initmem.training.optimizers._base import LR, AdamMath, Optimizer, keras_float
 
-MUON_MOMENTUM, MUON_NS_STEPS, MUON_RMS_RATE = 0.95, 5, 0.2
-MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
+DECLARATION = {
+    "label": "Muon", "keras": "Muon", "adaptive": True,
+    "takes": ["weight_decay", "muon_adam_weight_decay"],
+    "kernel_decay": "muon_adam_decay",  # the paper's exclude_layers leave every kernel to AdamW
+    "hyperparameters": {"adam_beta_1": 0.9, "adam_beta_2": 0.999, "epsilon": 1e-7,
+                        "adam_lr_ratio": 1.0, "momentum": 0.95, "ns_steps": 5,
+                        "rms_rate": 0.2, "muon_a": 3.4445, "muon_b": -4.7750,
+                        "muon_c": 2.0315},
+}
 MUON_EXCLUDE_LAYERS = ("dense",)  # the paper's exclude_layers: the output layer
+_H = DECLARATION["hyperparameters"]
 
 
-def newton_schulz(x: Tensor, steps: int = MUON_NS_STEPS) -> Tensor:
+def newton_schulz(x: Tensor, steps: int = _H["ns_steps"],
+                  coefficients: tuple[float, float, float] = (_H["muon_a"], _H["muon_b"],
+                                                              _H["muon_c"])) -> Tensor:
     """Keras Muon's zeropower_via_newtonschulz5 on a batch of matrices (..., rows, cols)."""
-    a, b, c = MUON_NS_COEFFS
+    a, b, c = coefficients
     x = x.float()
     tall = x.shape[-2] > x.shape[-1]
     if tall:
@@ -60,8 +72,15 @@ class Muon(Optimizer):
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
                  exclude_layers: Iterable[str] = MUON_EXCLUDE_LAYERS,
-                 flatten_conv: bool = False, adam_weight_decay: float | None = None):
+                 flatten_conv: bool = False, adam_weight_decay: float | None = None,
+                 hyperparameters: dict[str, float] | None = None):
         super().__init__(named_params, weight_decay)
+        h = {**_H, **(hyperparameters or {})}
+        self.adam = AdamMath(h["adam_beta_1"], h["adam_beta_2"], h["epsilon"])
+        self.adam_lr_ratio, self.momentum, self.rms_rate = (
+            h["adam_lr_ratio"], h["momentum"], h["rms_rate"])
+        self.ns_steps, self.ns_coefficients = int(h["ns_steps"]), (
+            h["muon_a"], h["muon_b"], h["muon_c"])
         self.adam_weight_decay = (self.weight_decay if adam_weight_decay is None
                                   else keras_float(adam_weight_decay))
         ndims = (2, 4) if flatten_conv else (2,)
@@ -76,19 +95,21 @@ class Muon(Optimizer):
         return [(self.adam_names, self.adam_weight_decay), (self.muon_names, self.weight_decay)]
 
     def _update(self, lr: LR) -> None:
-        self._adam(self.adam_names, lr)
+        self._adam(self.adam_names, lr * self.adam_lr_ratio, self.adam)
         names = self._live(self.muon_names)
         if not names:
             return
         w, g, m = self._tensors(names, "m")
-        torch._foreach_add_(m, torch._foreach_add(g, torch._foreach_mul(m, MUON_MOMENTUM - 1)))
-        nesterov = torch._foreach_add(g, torch._foreach_mul(m, MUON_MOMENTUM))
+        torch._foreach_add_(m, torch._foreach_add(g, torch._foreach_mul(m, self.momentum - 1)))
+        nesterov = torch._foreach_add(g, torch._foreach_mul(m, self.momentum))
         for p, u in zip(w, nesterov, strict=True):
             matrices = u.reshape(u.shape[0], u.shape[1], -1)  # (N, rows, cols) per run
-            update = lr * newton_schulz(matrices).to(p.dtype)  # Keras: lr_adjust(lr * O)
-            p.sub_((update * math.sqrt(max(matrices.shape[1:])) * MUON_RMS_RATE).view_as(p))
+            orthogonal = newton_schulz(matrices, self.ns_steps, self.ns_coefficients)
+            update = lr * orthogonal.to(p.dtype)  # Keras: lr_adjust(lr * O)
+            p.sub_((update * math.sqrt(max(matrices.shape[1:])) * self.rms_rate).view_as(p))
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
     return Muon(named_params, recipe.weight_decay,
-                adam_weight_decay=recipe.muon_adam_weight_decay)
+                adam_weight_decay=recipe.muon_adam_weight_decay,
+                hyperparameters=recipe.optimizer_hyperparameters)

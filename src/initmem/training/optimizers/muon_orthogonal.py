@@ -11,7 +11,11 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers.muon import Muon
 
+DECLARATION = {"label": "Muon (orthogonal kernels)", "base": "muon", "keras": None,
+               "kernel_decay": "weight_decay"}  # conv kernels take the Muon path
+
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
     return Muon(named_params, recipe.weight_decay, flatten_conv=True,
-                adam_weight_decay=recipe.muon_adam_weight_decay)
+                adam_weight_decay=recipe.muon_adam_weight_decay,
+                hyperparameters=recipe.optimizer_hyperparameters)

@@ -10,6 +10,8 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
+DECLARATION = {"label": "SGD", "keras": "SGD", "takes": ["weight_decay"]}
+
 
 class SGD(Optimizer):
     """Keras SGD: v <- mu v - eta g; w <- w + v (plain w <- w - eta g when mu = 0)."""

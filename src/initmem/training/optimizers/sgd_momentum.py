@@ -10,6 +10,9 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers.sgd import SGD
 
+DECLARATION = {"label": "SGD with momentum", "tex_label": "SGD$~(\\beta=0.9)$",
+               "keras": "SGD", "takes": ["momentum", "weight_decay"], "requires": ["momentum"]}
+
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
     return SGD(named_params, recipe.momentum, recipe.weight_decay)

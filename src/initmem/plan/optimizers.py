@@ -1,0 +1,165 @@
+"""The optimizers, each declared once, in its own module (read here without importing torch).
+
+An optimizer is the module `src/initmem/training/optimizers/<name>.py`. Beside its torch
+code it holds one literal, `DECLARATION = {...}`, that every other stage reads from here:
+
+    label            its name in Table 1 and the figures (a config entry may rename it)
+    tex_label        its name in Tables 2-7 (default: label)
+    keras            the keras.optimizers class it reproduces (null: none); its tests then
+                     compare it with that class in float64
+    adaptive         an adaptive method in the paper's sense: Fig. 6's right column, the
+                     claims' `adaptive: true` cells, Adam's published epochs in the cost model
+    takes            the recipe fields beyond lr0 it reads (momentum, weight_decay,
+                     muon_adam_weight_decay); a config setting another is refused
+    requires         of those, the ones that must be > 0 (SGD with momentum's momentum)
+    kernel_decay     the Recipe property that decays the conv kernels (the clock T_L2's
+                     lambda; default weight_decay)
+    hyperparameters  its own hyperparameters, Keras' names -> Keras' defaults; a config sets
+                     them per optimizer (`optimizers.<name>.hyperparameters`) or per family
+    base             another optimizer whose declaration this one starts from (all but its
+                     label, tex_label and keras), e.g. AdamW from Adam
+
+Reading the literal with `ast` keeps planning torch-free while the declaration stays in the
+module whose code it describes.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from initmem.errors import InputError
+
+OPTIMIZER_DIR = Path(__file__).resolve().parents[1] / "training" / "optimizers"
+RECIPE_FIELDS = ("momentum", "weight_decay", "muon_adam_weight_decay")  # what `takes` names
+# The keys of an `optimizers` config entry that say how it is shown, not how it trains.
+DISPLAY_KEYS = ("label", "tex_label", "colour", "notes")
+# Keys of an entry that older configs and archives' manifests carry: they must agree with
+# the declaration (initmem.plan.grid checks), which alone decides.
+ECHOED_KEYS = ("adaptive",)
+# Figure colours of optimizers whose config entry names none, in config order.
+PALETTE = ("#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2",
+           "#2ca02c", "#7f7f7f", "#bcbd22")
+
+
+@dataclass(frozen=True)
+class OptimizerDeclaration:
+    name: str
+    label: str
+    tex_label: str
+    keras: str | None
+    adaptive: bool
+    takes: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+    kernel_decay: str = "weight_decay"
+    hyperparameters: dict[str, float] = field(default_factory=dict)
+
+
+def _literal(path: Path) -> dict[str, Any]:
+    """The module's `DECLARATION = {...}`, evaluated as a literal (no import)."""
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "DECLARATION"):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                raise InputError(f"{path}: DECLARATION must be a literal dict (numbers, "
+                                 "strings, lists, true/false, None)") from None
+    raise InputError(f"{path} has no `DECLARATION = {{...}}`; every optimizer module declares "
+                     "itself (see initmem.plan.optimizers)")
+
+
+def _declaration(path: Path) -> OptimizerDeclaration:
+    data = _literal(path)
+    if "base" in data:
+        base = _literal(path.with_name(f"{data.pop('base')}.py"))
+        own = ("label", "tex_label", "keras")
+        data = {**{k: v for k, v in base.items() if k not in own}, **data}
+    allowed = {f for f in OptimizerDeclaration.__dataclass_fields__ if f != "name"}
+    bad = sorted(set(data) - allowed)
+    if bad or "label" not in data:
+        raise InputError(f"{path}: DECLARATION keys {bad or ''} not allowed / label missing; "
+                         f"keys must be among {', '.join(sorted(allowed))}, label required")
+    data = {"tex_label": data["label"], "keras": None, "adaptive": False, "takes": (), **data}
+    for key in ("takes", "requires"):
+        data[key] = tuple(data.get(key, ()))
+        unknown = [f for f in data[key] if f not in RECIPE_FIELDS]
+        if unknown:
+            raise InputError(f"{path}: DECLARATION {key}={unknown} is not allowed; recipe "
+                             f"fields an optimizer may take: {', '.join(RECIPE_FIELDS)}")
+    if not set(data["requires"]) <= set(data["takes"]):
+        raise InputError(f"{path}: DECLARATION requires {list(data['requires'])} must be "
+                         f"among takes {list(data['takes'])}")
+    return OptimizerDeclaration(name=path.stem, **data)
+
+
+@cache
+def declarations() -> dict[str, OptimizerDeclaration]:
+    """name -> declaration of every optimizer module, in name order."""
+    paths = sorted(p for p in OPTIMIZER_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return {p.stem: _declaration(p) for p in paths}
+
+
+OPTIMIZERS = tuple(declarations())
+
+
+def hyperparameter_text(name: str, values: dict[str, Any]) -> str | None:
+    """A recipe's hyperparameters as it stores them: the values that differ from the
+    declaration's defaults, 'key=value' sorted and comma-joined (None when none differ, so
+    a recipe at the defaults keeps the spec, id and hash it had before they were settable).
+    Raises InputError naming a key the optimizer does not take or a value that is no number."""
+    defaults = declarations()[name].hyperparameters
+    for key, value in values.items():
+        if key not in defaults:
+            allowed = ", ".join(defaults) or "none"
+            raise InputError(f"hyperparameters.{key}={value!r} is not allowed for optimizer "
+                             f"{name}; its hyperparameters: {allowed}")
+        integer = isinstance(defaults[key], int)  # ns_steps: a count
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or (integer and value != int(value)):
+            raise InputError(f"hyperparameters.{key}={value!r} is not allowed; it must be "
+                             f"{'an integer' if integer else 'a finite number'}")
+    changed = {k: float(v) for k, v in sorted(values.items()) if float(v) != defaults[k]}
+    return ",".join(f"{k}={v!r}" for k, v in changed.items()) or None
+
+
+def parse_hyperparameters(text: str | None) -> dict[str, float]:
+    """The inverse of hyperparameter_text: {} for None."""
+    if not text:
+        return {}
+    return {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+
+
+@dataclass(frozen=True)
+class OptimizerDisplay:
+    """How an optimizer of a config is shown and grouped: its declaration, then its config
+    entry's display keys (DISPLAY_KEYS), then a palette colour."""
+
+    name: str
+    label: str  # Table 1 and the figures
+    tex_label: str  # Tables 2-7
+    colour: str
+    adaptive: bool
+    notes: str = "---"
+
+
+def optimizer_display(config: dict[str, Any]) -> dict[str, OptimizerDisplay]:
+    """name -> display of every optimizer of the config's `optimizers`, in its order."""
+    shown = {}
+    for i, (name, entry) in enumerate(config.get("optimizers", {}).items()):
+        shown[name] = display(name, entry, PALETTE[i % len(PALETTE)])
+    return shown
+
+
+def display(name: str, entry: dict[str, Any], colour: str) -> OptimizerDisplay:
+    """One optimizer's display: a config entry's keys over its declaration's."""
+    declared = declarations().get(name)
+    label = entry.get("label", declared.label if declared else name)
+    tex_label = entry.get("tex_label", declared.tex_label if declared and "label" not in entry
+                          else label)
+    return OptimizerDisplay(name, label, tex_label, entry.get("colour", colour),
+                            bool(declared and declared.adaptive), entry.get("notes", "---"))

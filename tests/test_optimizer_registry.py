@@ -1,0 +1,239 @@
+"""Every optimizer module, tested from its DECLARATION: adding one needs no test edit.
+
+Each registered optimizer (initmem.plan.optimizers.declarations()) is built with every
+recipe field it takes set away from its default and checked for what all of them share:
+runs of a pack stay independent, a zero gradient in one run leaves the others alone, a
+resume from its state_dict is bitwise, a rate given as a tensor equals the same float.
+Where the declaration names a Keras class, it is run step for step against that class in
+float64, at the declared defaults (which must be Keras' defaults) and with every declared
+hyperparameter moved, so each reaches the math under Keras' name.
+"""
+
+import importlib
+import inspect
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from initmem.errors import InputError
+from initmem.plan import grid
+from initmem.plan.optimizers import OPTIMIZERS, declarations
+from initmem.plan.spec import Recipe, SpecError
+
+STEPS = 5
+LRS = [1e-2 * (1 - 0.1 * k) for k in range(STEPS)]  # a moving rate, as under a schedule
+# recipe fields an optimizer may take, each set away from its default
+TAKEN_VALUES = {"momentum": 0.9, "weight_decay": 0.05, "muon_adam_weight_decay": 0.02}
+SHAPES = {"conv.kernel": (4, 3, 3, 3), "dense.kernel": (3, 4), "dense.bias": (4,)}
+
+
+def registry_recipe(name: str, hyperparameters: dict | None = None) -> Recipe:
+    taken = {k: v for k, v in TAKEN_VALUES.items() if k in declarations()[name].takes}
+    return Recipe(family="test", arch="resnet9", optimizer=name, b=10, epochs=1,
+                  train_subset=100, hyperparameters=hyperparameters, **taken)
+
+
+def moved(name: str) -> dict[str, float]:
+    """Every declared hyperparameter moved off its default (counts by one)."""
+    return {k: v + 1 if isinstance(v, int) else v * 0.9
+            for k, v in declarations()[name].hyperparameters.items()}
+
+
+def build(recipe: Recipe, params: dict[str, nn.Parameter]):
+    module = importlib.import_module(f"initmem.training.optimizers.{recipe.optimizer}")
+    return module.build(recipe, params.items())
+
+
+def packed_params(runs: int, seed: int = 0, dtype=torch.float32) -> dict[str, nn.Parameter]:
+    gen = torch.Generator().manual_seed(seed)
+    return {n: nn.Parameter(torch.randn((runs, *s), generator=gen, dtype=dtype))
+            for n, s in SHAPES.items()}
+
+
+def train(opt, params: dict[str, nn.Parameter], grads: list[dict], lrs=LRS) -> None:
+    for g, lr in zip(grads, lrs, strict=False):
+        for n, p in params.items():
+            p.grad = g[n].clone()
+        opt.step(lr)
+
+
+def gradients(runs: int, seed: int = 1) -> list[dict[str, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    return [{n: torch.randn((runs, *s), generator=gen) for n, s in SHAPES.items()}
+            for _ in range(STEPS)]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_packed_runs_equal_runs_alone(name):
+    recipe, grads = registry_recipe(name), gradients(3)
+    packed = packed_params(3)
+    solo = [{n: nn.Parameter(p.detach()[i:i + 1].clone()) for n, p in packed.items()}
+            for i in range(3)]
+    train(build(recipe, packed), packed, grads)
+    for i, params in enumerate(solo):
+        train(build(recipe, params), params, [{n: g[n][i:i + 1] for n in g} for g in grads])
+        for n, p in params.items():
+            torch.testing.assert_close(p.detach()[0], packed[n].detach()[i], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_zero_grad_in_one_run_leaves_the_other_alone(name):
+    recipe, grads = registry_recipe(name), gradients(2)
+    a, b = packed_params(2), packed_params(2)
+    quiet = [{n: g[n].clone().index_fill_(0, torch.tensor([1]), 0.0) for n in g} for g in grads]
+    train(build(recipe, a), a, grads)
+    train(build(recipe, b), b, quiet)
+    for n in SHAPES:
+        torch.testing.assert_close(a[n].detach()[0], b[n].detach()[0], rtol=0, atol=0)
+        assert not torch.equal(a[n][1], b[n][1]), n  # the quiet run saw other steps
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_resume_from_state_dict_is_bitwise(name):
+    recipe, grads = registry_recipe(name), gradients(2)
+    straight, resumed = packed_params(2), packed_params(2)
+    train(build(recipe, straight), straight, grads)
+    first = build(recipe, resumed)
+    train(first, resumed, grads[:2], LRS[:2])
+    again = build(recipe, resumed)
+    again.load_state_dict(first.state_dict())
+    train(again, resumed, grads[2:], LRS[2:])
+    for n in SHAPES:
+        assert torch.equal(straight[n], resumed[n]), n
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_rate_as_tensor_equals_rate_as_float(name):
+    recipe, grads = registry_recipe(name), gradients(2)
+    a, b = packed_params(2), packed_params(2)
+    train(build(recipe, a), a, grads)
+    train(build(recipe, b), b, grads, [torch.tensor(x) for x in LRS])
+    for n in SHAPES:
+        torch.testing.assert_close(a[n], b[n], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_a_field_it_does_not_take_is_refused_by_the_grid(name):
+    """`initmem grid` refuses, in one line, a recipe field or hyperparameter the optimizer's
+    declaration does not take (a config's momentum on Adam, rho on SGD)."""
+    declared = declarations()[name]
+    untaken = [k for k in TAKEN_VALUES if k not in declared.takes]
+    required = {k: TAKEN_VALUES[k] for k in declared.requires}
+    config = {"optimizers": {name: {}}, "seed_sets": {"one": [0]}, "sigma_sets": {"s": [1.0]},
+              "families": {"main": {"sigma_w": "s", "seeds": "one", "recipe": {
+                  "arch": "resnet9", "optimizer": name, "b": 10, "epochs": 1,
+                  "train_subset": 100}}}}
+    for key in untaken:
+        config["optimizers"][name] = {**required, key: TAKEN_VALUES[key]}
+        with pytest.raises(InputError, match=f"^families.main .*{key}=.* for optimizer {name}"):
+            grid.validate_config(config)
+    config["optimizers"][name] = {**required, "hyperparameters": {"not_a_hyperparameter": 1.0}}
+    with pytest.raises(InputError, match="not_a_hyperparameter=1.0 is not allowed for "
+                                         f"optimizer {name}; its hyperparameters: "):
+        grid.validate_config(config)
+
+
+@pytest.mark.parametrize("name", [n for n in OPTIMIZERS if declarations()[n].hyperparameters])
+def test_hyperparameters_name_the_run_only_when_moved(name):
+    default = registry_recipe(name)
+    assert default.hyperparameters is None and default == registry_recipe(
+        name, declarations()[name].hyperparameters)  # defaults spelled out: the same run
+    changed = registry_recipe(name, moved(name))
+    assert changed.recipe_id != default.recipe_id
+    assert Recipe(**{**vars(changed)}) == changed  # the stored text reads back as itself
+    assert changed.optimizer_hyperparameters == pytest.approx(moved(name))
+
+
+def test_hyperparameters_must_be_numbers():
+    with pytest.raises(SpecError, match=r"beta_2='x' is not allowed; it must be a finite"):
+        registry_recipe("adam", {"beta_2": "x"})
+    with pytest.raises(SpecError, match=r"ns_steps=5.5 is not allowed; it must be an integer"):
+        registry_recipe("muon", {"ns_steps": 5.5})
+
+
+# ---- against Keras, in float64 ----
+
+KERAS_NAMED = [n for n in OPTIMIZERS if declarations()[n].keras]
+
+
+@pytest.fixture(scope="module")
+def keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    pytest.importorskip("tensorflow", reason="the Keras reference needs pip install -e .[keras]")
+    return pytest.importorskip("keras")
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("name", KERAS_NAMED)
+def test_declared_defaults_are_keras_defaults(name, keras):
+    declared = declarations()[name]
+    signature = inspect.signature(getattr(keras.optimizers, declared.keras))
+    for key, value in declared.hyperparameters.items():
+        assert signature.parameters[key].default == value, key
+
+
+def keras_kwargs(recipe: Recipe) -> dict:
+    """The recipe as Keras' constructor arguments: the fields it takes, by Keras' names."""
+    takes = recipe.declaration.takes
+    kwargs = dict(recipe.optimizer_hyperparameters)
+    if "momentum" in takes:
+        kwargs["momentum"] = recipe.momentum
+    if "weight_decay" in takes:
+        kwargs["weight_decay"] = recipe.weight_decay
+    if "muon_adam_weight_decay" in takes:
+        kwargs["adam_weight_decay"] = recipe.muon_adam_decay
+    return kwargs
+
+
+def keras_steps(keras, recipe: Recipe, dtype: str) -> tuple[dict, dict]:
+    """Five updates of Keras' optimizer and ours on a 2-d kernel and a bias from equal
+    weights and gradients, in `dtype`: (ours, Keras') final weights."""
+    import tensorflow as tf
+
+    shapes = {"kernel": (3, 4), "bias": (4,)}  # unprefixed: Muon's exclude_layers skip them
+    rng = np.random.default_rng(3)
+    initial = {n: rng.normal(size=s).astype(dtype) for n, s in shapes.items()}
+    grads = [{n: rng.normal(size=s).astype(dtype) for n, s in shapes.items()}
+             for _ in range(STEPS)]
+    variables = {n: keras.Variable(initial[n], dtype=dtype, name=n)
+                 for n in shapes}
+    lr = keras.Variable(LRS[0], dtype=dtype, trainable=False)
+    reference = getattr(keras.optimizers, recipe.declaration.keras)(
+        learning_rate=lambda: lr, **keras_kwargs(recipe))
+    ours = {n: nn.Parameter(torch.from_numpy(initial[n])[None].clone()) for n in shapes}
+    opt = build(recipe, ours)
+    for k in range(STEPS):
+        lr.assign(LRS[k])
+        reference.apply_gradients([(tf.constant(grads[k][n]), v) for n, v in variables.items()])
+        for n, p in ours.items():
+            p.grad = torch.from_numpy(grads[k][n])[None].clone()
+        opt.step(LRS[k])
+    for n, v in variables.items():
+        assert np.abs(v.numpy() - initial[n]).max() > 1e-3, n  # it moved
+    return ({n: p[0].detach().numpy() for n, p in ours.items()},
+            {n: v.numpy() for n, v in variables.items()})
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("hyperparameters", ["declared", "moved"])
+@pytest.mark.parametrize("name", KERAS_NAMED)
+def test_steps_equal_keras(name, hyperparameters, keras):
+    """Measured: equal in float64 (0.0 apart) for every optimizer, declared or moved; moving
+    the hyperparameters moves the weights by 1e-3 to 3e-2. Keras' Muon cannot step float64
+    variables (its lr_adjust multiplies by a float32 scalar), so an optimizer whose Keras
+    class fails in float64 is compared in float32 (Muon: 1.5e-8 apart; atol 1e-6)."""
+    from tensorflow.errors import InvalidArgumentError
+
+    recipe = registry_recipe(name, moved(name) if hyperparameters == "moved" else None)
+    try:
+        ours, expected = keras_steps(keras, recipe, "float64")
+        atol = 1e-8
+    except InvalidArgumentError:
+        ours, expected = keras_steps(keras, recipe, "float32")
+        atol = 1e-6
+    for n, value in expected.items():
+        np.testing.assert_allclose(ours[n], value, rtol=0, atol=atol, err_msg=n)
