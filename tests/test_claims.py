@@ -13,6 +13,7 @@ from analysis_frames import runs_table
 
 from initmem.analysis import claims, gates
 from initmem.cli import main
+from initmem.errors import InputError
 
 ROOT = Path(__file__).parents[1]
 CLAIMS = ROOT / "paper" / "claims.yaml"
@@ -173,6 +174,23 @@ def test_clock_ranges_select_runs_by_their_final_clock():
     assert set(claims.select_cell(runs, {"clock": {"T_L2": {"min": 1}}})["optimizer"]) \
         == {"adam"}
     assert set(claims.select_cell(runs, {"l2": {"max": 0.5}})["optimizer"]) == {"sgd", "adam"}
+
+
+def test_a_cell_selects_optimizers_by_their_declared_property():
+    """`adaptive: true` is every optimizer whose module declares itself adaptive, so a new
+    adaptive optimizer enters such a cell (and its claims) with no edit here."""
+    from initmem.plan.optimizers import declarations
+
+    names = list(declarations())
+    runs = runs_table([*(r for n in names for r in sweep(n, 16, 80, 1))])
+    adaptive = claims.select_cell(runs, {"adaptive": True, "b": 16})
+    assert set(adaptive["optimizer"]) == {n for n, d in declarations().items() if d.adaptive}
+    assert {"adam", "adamw", "muon", "lion"} <= set(adaptive["optimizer"])
+    assert set(claims.select_cell(runs, {"adaptive": False})["optimizer"]) == {
+        "sgd", "sgd_momentum"}
+    with pytest.raises(InputError, match="'fast' is not an optimizer property"):
+        from initmem.plan.optimizers import optimizers_where
+        optimizers_where("fast", True)
 
 
 # --------------------------------------------------------------------------------- gates

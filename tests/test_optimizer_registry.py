@@ -237,3 +237,19 @@ def test_steps_equal_keras(name, hyperparameters, keras):
         atol = 1e-6
     for n, value in expected.items():
         np.testing.assert_allclose(ours[n], value, rtol=0, atol=atol, err_msg=n)
+
+
+def test_a_config_entry_is_display_keys_then_recipe_defaults():
+    """One list of display keys (DISPLAY_KEYS): the schema's entry holds them, the echoed
+    declaration keys and recipe fields only; OptimizerDisplay shows each."""
+    import dataclasses
+
+    from initmem.plan.config import schema
+    from initmem.plan.optimizers import DISPLAY_KEYS, ECHOED_KEYS, OptimizerDisplay
+
+    entry = set(schema()["properties"]["optimizers"]["additionalProperties"]["properties"])
+    recipe_fields = {f.name for f in dataclasses.fields(Recipe)}
+    assert set(DISPLAY_KEYS) | set(ECHOED_KEYS) <= entry
+    assert entry - set(DISPLAY_KEYS) - set(ECHOED_KEYS) <= recipe_fields
+    assert set(DISPLAY_KEYS) | set(ECHOED_KEYS) <= {
+        f.name for f in dataclasses.fields(OptimizerDisplay)}

@@ -37,6 +37,7 @@ from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
 from initmem.plan.inputs import load_yaml
+from initmem.plan.optimizers import PROPERTIES, optimizers_where
 from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated
 
 SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
@@ -112,9 +113,14 @@ def _is_number(term: str) -> bool:
 
 def select_cell(runs: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     """Runs whose columns match: a scalar, a list (any of), or {min, max} (inclusive);
-    `clock` filters the same way on the runs' final clocks."""
-    filters = {k: v for k, v in spec.items() if k != "clock"} | spec.get("clock", {})
+    `clock` filters the same way on the runs' final clocks; an optimizer property
+    (`adaptive: true`) selects the optimizers whose declaration has it."""
+    filters = {k: v for k, v in spec.items() if k != "clock" and k not in PROPERTIES}
+    filters |= spec.get("clock", {})
     frame = runs
+    for prop in PROPERTIES:
+        if prop in spec:
+            frame = metrics.select(frame, optimizer=optimizers_where(prop, spec[prop]))
     for column, wanted in filters.items():
         if isinstance(wanted, dict):
             values = frame[column].astype(float)

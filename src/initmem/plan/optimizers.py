@@ -105,6 +105,15 @@ def declarations() -> dict[str, OptimizerDeclaration]:
 
 
 OPTIMIZERS = tuple(declarations())
+PROPERTIES = ("adaptive",)  # what a claim's cell may select optimizers by
+
+
+def optimizers_where(prop: str, value: object) -> list[str]:
+    """The optimizers whose declaration has `prop` == value (a claim's `adaptive: true`)."""
+    if prop not in PROPERTIES:
+        raise InputError(f"{prop!r} is not an optimizer property; properties: "
+                         f"{', '.join(PROPERTIES)}")
+    return [name for name, d in declarations().items() if getattr(d, prop) == value]
 
 
 def hyperparameter_text(name: str, values: dict[str, Any]) -> str | None:
