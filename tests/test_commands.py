@@ -30,6 +30,8 @@ def test_snakemake_tables_of_the_paper_without_gpu_says_what_it_would_cost(tmp_p
     done = typed("snakemake tables", scratch_checkout(tmp_path))
     assert done.returncode != 0
     assert "this machine has no GPU" in done.stderr and "--profile slurm" in done.stderr
+    assert "make demo" in done.stderr and "make laptop" in done.stderr
+    assert "Job stats" not in done.stdout + done.stderr  # it speaks before any job list
     assert not (tmp_path / "results" / "runs").exists()  # nothing trained
 
 

@@ -20,7 +20,7 @@ rule write_config:
 rule aggregate_runs:
     input:
         config=CONFIG_FILE,
-        records=get_records(),
+        records=aggregate_records,
     output:
         runs=RUNS_TABLE,
         epochs=EPOCHS_TABLE,

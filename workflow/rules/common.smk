@@ -156,19 +156,35 @@ def confirm_cpu_launch():
     the jobs a run will execute; `onstart` sees the DAG, and needrun_jobs() is where
     Snakemake 9 lists them (the only reliable count: a target may need a few packs or all).
     """
-    if not workflow.local_exec:
-        return
     pending = [
         PACKS[pack_id]
         for job in workflow.dag.needrun_jobs()
         if job.rule.name.startswith("train_")
         for pack_id in TRAINING_JOBS[job.rule.name.removeprefix("train_")]
     ]
+    _stop_unless_confirmed(pending)
+
+
+def aggregate_records(wildcards):
+    """The aggregate's input (get_records). A target that needs it (tables, figures, the
+    paper) needs every unfinished run, so the no-GPU guard can speak here, while Snakemake
+    builds its DAG: before it lists hundreds of training jobs (onstart comes after)."""
+    if not ARCHIVE and not workflow.dryrun:
+        _stop_unless_confirmed([PACKS[pack_id] for pack_id in UNFINISHED])
+    return get_records()
+
+
+def _stop_unless_confirmed(packs):
+    if not workflow.local_exec:
+        return
     warning = cost.cpu_launch_warning(
-        pending, config["confirm_cpu_full"], STOPPING, EXECUTION["compaction"]
+        packs, config["confirm_cpu_full"], STOPPING, EXECUTION["compaction"]
     )
     if warning:
-        raise WorkflowError(warning)
+        # SystemExit, not an error: inside an input function Snakemake would wrap an
+        # error in a traceback; the guard is a message, not a failure of the code
+        print(f"\n{warning}\n", file=sys.stderr)
+        raise SystemExit(1)
 
 
 # The HTML report: its pages, and what it shows where (workflow/rules/report.smk).

@@ -378,13 +378,17 @@ def cpu_launch_warning(packs: list[Pack], confirmed: bool, stopping: Stopping = 
     if confirmed or hours <= CONFIRM_ABOVE_GPU_HOURS or gpu_available():
         return None
     runs = sum(len(p.runs) for p in packs)
-    return (f"this machine has no GPU, and the workflow would train {runs:,} runs in "
-            f"{len(packs):,} packs here: about {hours:,.0f} GPU-hours on one H100-class "
-            "GPU, and many times that on this CPU. To train here anyway add "
-            "`--config confirm_cpu_full=True`; to use a cluster add `--profile "
-            "slurm` (installed once by `initmem slurm-profile`); to rebuild tables and "
-            "figures without training "
-            "add `--config archive=PATH` (a runs archive, `snakemake archive`).")
+    return (f"Stopped before training: this machine has no GPU, and the workflow would "
+            f"train {runs:,} runs in {len(packs):,} packs here, about {hours:,.0f} GPU-hours "
+            "on one H100-class GPU and many times that on this CPU. Ways forward:\n"
+            "  make demo          the whole pipeline on a small demo config, on this CPU "
+            "(minutes)\n"
+            "  make laptop        tables, figures and verdicts from the committed laptop "
+            "study's runs\n"
+            "  --profile slurm    train on a cluster (the profile: `initmem slurm-profile`)\n"
+            "  --config archive=PATH            rebuild from a runs archive (`snakemake "
+            "archive`)\n"
+            "  --config confirm_cpu_full=True   train here anyway")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
