@@ -65,3 +65,4 @@ rule claims:
 rule report_files:
     input:
         get_report_files(),
+        FRONT_FILE,

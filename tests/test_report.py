@@ -215,3 +215,23 @@ def test_tiny_report_opens_in_chromium_with_every_figure_and_table(tmp_path):
     assert SCREENSHOT.stat().st_size > 10_000
     status = (tmp_path / "results" / "report" / "status.html").read_text()
     assert "config/test.yaml" in status and "Sweep status" in status
+
+
+def test_the_front_page_figure_is_inline_and_renders_through_docutils(tmp_path, monkeypatch):
+    """workflow.rst includes results/report/front.rst: an <img> whose data URI is the PNG
+    itself (a report opened on another machine still shows it), in lines docutils takes."""
+    import base64
+    import re
+
+    from docutils.core import publish_parts
+
+    png = ROOT / "results" / "laptop" / "fig1.png"
+    out = tmp_path / "results" / "report" / "front.rst"
+    assert cli.main(["report", "front", str(png), "--out", str(out)]) == 0
+    assert max(len(line) for line in out.read_text().splitlines()) < 10_000
+    monkeypatch.chdir(tmp_path)
+    front = (ROOT / "workflow" / "report" / "workflow.rst").read_text().split("{% if")[0]
+    html = publish_parts(front, writer_name="html",
+                         settings_overrides={"halt_level": 2})["html_body"]
+    data = re.search(r'src="data:image/png;base64,([^"]+)"', html).group(1)
+    assert base64.b64decode(re.sub(r"\s", "", data)) == png.read_bytes()

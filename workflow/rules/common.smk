@@ -191,6 +191,9 @@ def _stop_unless_confirmed(packs):
 REPORT_DIR = "results/report"
 CAPTIONS = Path(workflow.basedir) / "workflow" / "report"
 MARKS_FILE = f"{REPORT_DIR}/marks.json"
+FRONT_FILE = (
+    f"{REPORT_DIR}/front.rst"  # the front page's figure (workflow.rst includes it)
+)
 
 
 def config_path():

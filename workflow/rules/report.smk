@@ -32,6 +32,22 @@ rule write_report_status:
         "--out {output.status} --marks {output.marks} > {log} 2>&1"
 
 
+rule write_report_front:
+    input:
+        "results/figures/fig1.png",
+    output:
+        FRONT_FILE,
+    log:
+        "logs/report/front.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        initmem=INITMEM,
+    shell:
+        "{params.initmem} report front {input} --out {output} > {log} 2>&1"
+
+
 rule render_table_page:
     input:
         cells="results/tables/table{n}.csv",

@@ -13,12 +13,14 @@ The workflow's report rules call it as
     initmem report table N --config results/config.yaml [--cells tables/tableN.csv]
                           --marks marks.json --out tableN.html
     initmem report csv FILE.csv --title TITLE --marks marks.json --out FILE.html
+    initmem report front results/figures/fig1.png --out front.rst
     initmem report check report.html --screenshot shot.png --expect NAME ...
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import html
 import json
 import math
@@ -32,6 +34,7 @@ from initmem.errors import InputError
 from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
+from initmem.plan.optimizers import optimizer_display
 from initmem.records import status as sweep
 from initmem.vocabulary import (
     COMPLETED,
@@ -178,6 +181,20 @@ def settings_table(config: dict) -> str:
     return frame.to_html(index=False, escape=True) + note
 
 
+def front_figure(png: Path) -> str:
+    """The report's front-page figure as reStructuredText that workflow/report/workflow.rst
+    includes: raw HTML with the PNG inline (Snakemake's `embeddedfigure` links the file
+    instead, which a report opened elsewhere cannot show)."""
+    if not png.exists():
+        raise InputError(f"{png}: missing (the report's front-page figure)")
+    # docutils refuses lines over 10,000 characters; a URL's newlines are dropped by the
+    # browser (WHATWG URL parsing), so the data can be wrapped
+    data = base64.encodebytes(png.read_bytes()).decode().replace("\n", "\n   ")
+    return (".. raw:: html\n\n"
+            '   <img alt="Figure 1 of these runs" style="width: 100%" '
+            f'src="data:image/png;base64,\n   {data.rstrip()}">\n')
+
+
 def read_csv(path: str | Path) -> pd.DataFrame:
     if not Path(path).exists():
         raise InputError(f"{path}: missing")
@@ -220,6 +237,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     csv.add_argument("--title", required=True)
     csv.add_argument("--marks", type=Path)
     csv.add_argument("--out", type=Path, required=True)
+    front = sub.add_parser("front", help="the front page's figure, as reStructuredText")
+    front.add_argument("figure", type=Path)
+    front.add_argument("--out", type=Path, required=True)
     check = sub.add_parser("check", help="open a report in headless Chromium and check it")
     check.add_argument("report", type=Path)
     check.add_argument("--screenshot", type=Path, required=True)
@@ -229,6 +249,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.action == "check":
         return browser.main(args)
+    if args.action == "front":
+        write(args.out, front_figure(args.figure))
+        return 0
     if args.action == "status":
         runs = pd.read_parquet(args.runs)
         marks = provenance_marks(status_counts(runs), args.config_name, args.archive)
@@ -243,7 +266,7 @@ def main(args: argparse.Namespace) -> int:
             raise InputError(f"table {args.number} is drawn from its cells: pass --cells "
                              f"tables/table{args.number}.csv")
         config = load_config(args.config)
-        labels = {name: entry.get("label", name) for name, entry in config["optimizers"].items()}
+        labels = {name: shown.label for name, shown in optimizer_display(config).items()}
         body = settings_table(config) if args.number == 1 else cells_table(
             read_csv(args.cells), labels)
         write(args.out, page(f"Table {args.number}", read_marks(args.marks), body))
