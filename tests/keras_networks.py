@@ -5,7 +5,7 @@ runs it"), not from `initmem.training.models`: the DAWNBench ResNet-9 (prep 64;
 128 + max-pool + residual; 256 + max-pool; 512 + max-pool + residual; global max-pool,
 or global average pool for R9-AvgPool; every conv 3x3 -> norm -> ReLU), the ResNet-9-LN
 (LayerNormalization over channels instead of BatchNorm) and Keras' `resnet_v1` CIFAR
-ResNets (6n + 2 layers: ResNet-56, -110 for n = 9, 18; conv-BN-ReLU-conv-BN +
+ResNets (6n + 2 layers: ResNet-20, -56, -110 for n = 3, 9, 18; conv-BN-ReLU-conv-BN +
 shortcut, ReLU; 1x1 stride-2 projection shortcut without BN at a stage change; global
 average pool). Every conv and dense has a bias; kernels ~ N(0, sigma_w^2 / fan_in),
 biases ~ N(0, 0.2^2), BatchNorm gamma 1, beta 0. Which of the two it builds, at which

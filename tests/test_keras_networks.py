@@ -2,11 +2,11 @@
 training uses (StepExecutor, eagerly and through the CUDA-graph stand-in).
 
 Keras models of every declared network (initmem.plan.architectures: the paper's ResNet-9,
-R9-AvgPool, ResNet-9-LN, ResNet-56 and ResNet-110) are written from the paper's
-description (tests/keras_networks.py), initialised with the paper's
-scheme at sigma_w 0.1 and 2.5 and copied into a pack of two runs; each run gets its own
-batches. Three updates under CosineDecay with every optimizer of the paper; every
-weight, BatchNorm statistic and logged loss must agree. float64, because in float32 two
+R9-AvgPool, ResNet-9-LN, ResNet-56 and ResNet-110, and ResNet-20) are written from the
+paper's description (tests/keras_networks.py), initialised with the paper's scheme at
+sigma_w 0.1 and 2.5 and copied into a pack of two runs; each run gets its own batches.
+Three updates under CosineDecay with every optimizer of the paper; every weight,
+BatchNorm statistic and logged loss must agree. float64, because in float32 two
 implementations of the same formulas separate within a few updates on these networks
 (bench/float32_drift.py measures it): step-for-step agreement is a float64 property.
 

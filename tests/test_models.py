@@ -29,7 +29,8 @@ def recipe(arch="resnet9", width=1.0):
 
 
 @pytest.mark.parametrize("arch, millions", [("resnet9", 6.58), ("r9_avgpool", 6.58),
-                                            ("resnet56", 0.86), ("resnet110", 1.74)])
+                                            ("resnet56", 0.86), ("resnet110", 1.74),
+                                            ("resnet20", 0.27)])  # He et al., Table 6
 def test_keras_parameter_counts_match_the_paper(arch, millions):
     assert round(keras_param_count(build_model(recipe(arch), 1)) / 1e6, 2) == millions
 

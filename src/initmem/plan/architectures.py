@@ -5,7 +5,7 @@ A network is a body of one of two kinds, built by initmem.training.models:
     cifar_resnet   He et al.'s CIFAR ResNet of depth 6n + 2 (16-32-64 channels, BatchNorm)
 then a global pooling and a dense layer. Adding a network of either kind is one entry
 here (and its config entry); its parameter count, cost, labels, Table 5 row and Figs. 5
-and 7 curve follow.
+and 7 curve follow (config/resnet20.yaml and tests/test_extension_network.py: ResNet-20).
 """
 
 from __future__ import annotations
@@ -50,6 +50,15 @@ ARCHITECTURES = {a.name: a for a in (
     Architecture("resnet9_ln", "ResNet-9-LN", RESNET9, 9, 9, normalisation="layer",
                  pooling="max", gpu_seconds_per_image=9e-5, synthetic_accuracy=0.86,
                  colour="#9467bd"),
+    # Not in the paper: the smallest of He et al.'s CIFAR ResNets (n = 3), declared here
+    # and nowhere else. layers: 6n + 2 plus the two 1x1 shortcuts, as ResNet-56/110 count.
+    # Step time: ResNet-56's scaled by layers (22/58 of 5e-5 s), unmeasured. Stand-ins:
+    # ||W_init||_F / sigma_w is sqrt(sum of the kernels' output channels) = sqrt(794),
+    # scaled as ResNet-56's (35 for sqrt(2,138)); accuracy a point above ResNet-56's (a
+    # shallower net trains more easily without augmentation); the CIFAR ResNets' plateau.
+    Architecture("resnet20", "ResNet-20", CIFAR_RESNET, 20, 22, gpu_seconds_per_image=2e-5,
+                 synthetic_norm_per_sigma=21.0, synthetic_accuracy=0.81,
+                 synthetic_plateau_drop=0.25, colour="#2ca02c"),
     Architecture("resnet56", "ResNet-56", CIFAR_RESNET, 56, 58, macro="ResNetFiftySix",
                  gpu_seconds_per_image=5e-5, synthetic_norm_per_sigma=35.0,
                  synthetic_accuracy=0.80, synthetic_plateau_drop=0.25, depth_study=True,
