@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import data
@@ -33,6 +34,8 @@ from initmem.training.trainer import PackTrainer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quiet import others_share, own_cpu_s  # noqa: E402
 
+# the declared CIFAR ResNets: the networks the paper early-stops (patience)
+CIFAR_RESNETS = tuple(a.name for a in ARCHITECTURES.values() if a.body == CIFAR_RESNET)
 SIGMA_W = (0.1, 0.5, 1.0, 1.8, 2.5)
 
 
@@ -79,7 +82,7 @@ def difference(pack: Pack, a: Path, b: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", default="resnet56", choices=("resnet56", "resnet110"))
+    parser.add_argument("--arch", default="resnet56", choices=CIFAR_RESNETS)
     parser.add_argument("--width", type=float, default=0.25)
     parser.add_argument("--b", type=int, default=32)
     parser.add_argument("--lr0", type=float, default=0.05)

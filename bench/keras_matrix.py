@@ -5,7 +5,7 @@ Every network x optimizer (CI runs a subset), float64, 3 updates, pack of 2 at s
 statistic (relative to that tensor's largest entry), the worst relative loss difference,
 the tolerance the test holds it to, and the CPU seconds of each case.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/keras_matrix.py [--width 1.0]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/keras_matrix.py [--width 1.0] [--arch resnet20]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=float, default=None,
                         help="channel width of every network (default: the test's)")
+    parser.add_argument("--arch", nargs="+", choices=t.ARCHS, default=t.ARCHS,
+                        help="these networks only (default: every one of the matrix)")
     args = parser.parse_args(argv)
     if args.width is not None:
         t.WIDTHS.update(dict.fromkeys(t.WIDTHS, args.width))
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_default_dtype(torch.float64)
     print("| network | width | optimizer | weights | losses | tolerance | CPU s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for arch in t.ARCHS:
+    for arch in args.arch:
         for case in t.CASES:
             cpu = time.process_time()
             initial, expected, keras_losses, rates = t.keras_trajectory(arch, case)

@@ -5,9 +5,12 @@ runs it"), not from `initmem.training.models`: the DAWNBench ResNet-9 (prep 64;
 128 + max-pool + residual; 256 + max-pool; 512 + max-pool + residual; global max-pool,
 or global average pool for R9-AvgPool; every conv 3x3 -> norm -> ReLU), the ResNet-9-LN
 (LayerNormalization over channels instead of BatchNorm) and Keras' `resnet_v1` CIFAR
-ResNets (6n + 2 layers; conv-BN-ReLU-conv-BN + shortcut, ReLU; 1x1 stride-2 projection
-shortcut without BN at a stage change; global average pool). Every conv and dense has a
-bias; kernels ~ N(0, sigma_w^2 / fan_in), biases ~ N(0, 0.2^2), BatchNorm gamma 1, beta 0.
+ResNets (6n + 2 layers: ResNet-20, -56, -110 for n = 3, 9, 18; conv-BN-ReLU-conv-BN +
+shortcut, ReLU; 1x1 stride-2 projection shortcut without BN at a stage change; global
+average pool). Every conv and dense has a bias; kernels ~ N(0, sigma_w^2 / fan_in),
+biases ~ N(0, 0.2^2), BatchNorm gamma 1, beta 0. Which of the two it builds, at which
+depth, normalisation and pooling, is read from the network's declaration
+(initmem.plan.architectures), so every declared network has its Keras reference.
 
 `keras_network` returns the model and its weighted layers in the order the network
 creates them; `load_into_pack` writes their weights into one run of a pack (the two
@@ -30,6 +33,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET, RESNET9  # noqa: E402
 from initmem.plan.spec import Recipe  # noqa: E402
 from initmem.training import data, step  # noqa: E402
 from initmem.training.models import (  # noqa: E402
@@ -128,13 +132,17 @@ def _resnet_v1(net: _Builder, x, depth: int):
 
 def keras_network(arch: str, sigma_w: float, width: float = 1.0, seed: int = 0,
                   l2: float = 0.0) -> tuple[keras.Model, list[layers.Layer]]:
-    """The paper's `arch` in Keras (floatx decides its dtype), and its weighted layers."""
-    net = _Builder(sigma_w, width, seed, l2, "layer" if arch == "resnet9_ln" else "batch")
+    """The declared network `arch` in Keras (floatx decides its dtype), and its weighted
+    layers: its declaration's kind, depth, normalisation and pooling, built here."""
+    declared = ARCHITECTURES[arch]
+    net = _Builder(sigma_w, width, seed, l2, declared.normalisation)
     inputs = keras.Input((32, 32, 3))
-    if arch in ("resnet9", "resnet9_ln", "r9_avgpool"):
-        outputs = _resnet9(net, inputs, "avg" if arch == "r9_avgpool" else "max")
+    if declared.body == RESNET9:
+        outputs = _resnet9(net, inputs, declared.pooling)
+    elif declared.body == CIFAR_RESNET:
+        outputs = _resnet_v1(net, inputs, declared.depth)
     else:
-        outputs = _resnet_v1(net, inputs, {"resnet56": 56, "resnet110": 110}[arch])
+        raise ValueError(f"no Keras reference for a {declared.body} body ({arch})")
     return keras.Model(inputs, outputs), net.weighted
 
 

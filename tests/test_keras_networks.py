@@ -1,11 +1,12 @@
 """The paper's real networks against Keras 3 itself, in float64, through the step path
 training uses (StepExecutor, eagerly and through the CUDA-graph stand-in).
 
-Keras models of ResNet-9, R9-AvgPool, ResNet-9-LN, ResNet-56 and ResNet-110 are written
-from the paper's description (tests/keras_networks.py), initialised with the paper's
-scheme at sigma_w 0.1 and 2.5 and copied into a pack of two runs; each run gets its own
-batches. Three updates under CosineDecay with every optimizer of the paper; every
-weight, BatchNorm statistic and logged loss must agree. float64, because in float32 two
+Keras models of every declared network (initmem.plan.architectures: the paper's ResNet-9,
+R9-AvgPool, ResNet-9-LN, ResNet-56 and ResNet-110, and ResNet-20) are written from the
+paper's description (tests/keras_networks.py), initialised with the paper's scheme at
+sigma_w 0.1 and 2.5 and copied into a pack of two runs; each run gets its own batches.
+Three updates under CosineDecay with every optimizer of the paper; every weight,
+BatchNorm statistic and logged loss must agree. float64, because in float32 two
 implementations of the same formulas separate within a few updates on these networks
 (bench/float32_drift.py measures it): step-for-step agreement is a float64 property.
 
@@ -33,16 +34,19 @@ keras = pytest.importorskip("keras", reason="keras 3 is not installed (pip insta
 import keras_networks  # noqa: E402
 from fakes import FakeGraph  # noqa: E402
 
+from initmem.plan import memory  # noqa: E402
+from initmem.plan.architectures import ARCHITECTURES, RESNET9  # noqa: E402
+from initmem.plan.architectures import ARCHS as DECLARED  # noqa: E402
 from initmem.plan.schedule import learning_rate  # noqa: E402
 from initmem.plan.spec import Recipe  # noqa: E402
 from initmem.training import step  # noqa: E402
+from initmem.training.models import build_model, keras_param_count  # noqa: E402
 
 pytestmark = pytest.mark.keras
 
 SIGMA_WS = (0.1, 2.5)
 B, STEPS = 8, 3
-WIDTHS = {"resnet9": 0.125, "r9_avgpool": 0.125, "resnet9_ln": 0.125, "resnet56": 0.25,
-          "resnet110": 0.25}
+WIDTHS = {a.name: 0.125 if a.body == RESNET9 else 0.25 for a in ARCHITECTURES.values()}
 # name -> recipe fields; lr0 large enough that 3 updates move every kernel far beyond the
 # tolerances, decay and L2 large enough that a missing or misplaced term shows. Muon in
 # both readings of the paper's lambda: on both of Keras' paths (the default), or only on
@@ -57,13 +61,16 @@ CASES = {
     "muon_keras_decay": dict(optimizer="muon", lr0=1e-3, weight_decay=1e-4,
                              muon_adam_weight_decay=0.004),
 }
-ARCHS = ("resnet9", "r9_avgpool", "resnet9_ln", "resnet56")
+# Too deep for three updates of every case: one SGD update in CI, nothing in the matrix.
+ONE_UPDATE = ("resnet110",)
+ARCHS = tuple(a for a in DECLARED if a not in ONE_UPDATE)
 # What CI runs (about 2.5 minutes of CPU): every optimizer on ResNet-9; SGD and Adam on
-# the other ResNet-9s, SGD on ResNet-56 (its Adam case alone costs 40 s): they differ from
-# ResNet-9 in layers, not in optimizer arithmetic. INITMEM_KERAS_FULL=1 (or
-# bench/keras_matrix.py) runs all of ARCHS x CASES.
+# the other ResNet-9s, SGD on ResNet-56 (its Adam case alone costs 40 s) and on any other
+# declared network: they differ from ResNet-9 in layers, not in optimizer arithmetic.
+# INITMEM_KERAS_FULL=1 (or bench/keras_matrix.py) runs all of ARCHS x CASES.
 CI_CASES = {"resnet9": tuple(CASES), "r9_avgpool": ("sgd", "adam"),
-            "resnet9_ln": ("sgd", "adam"), "resnet56": ("sgd",)}
+            "resnet9_ln": ("sgd", "adam")}
+DEFAULT_CI_CASES = ("sgd",)
 FULL = os.environ.get("INITMEM_KERAS_FULL") == "1"
 # Worst |ours - Keras| relative to the tensor's largest entry, after 3 updates in float64.
 # Both sides round only in the order of their sums (conv, matmul and BN reductions), to
@@ -124,7 +131,8 @@ PATHS = {"eager": step.StepExecutor, "graph": FakeGraph}
 
 
 def matrix() -> list:
-    return [pytest.param(arch, case, marks=() if FULL or case in CI_CASES[arch] else
+    return [pytest.param(arch, case, marks=() if FULL or case in CI_CASES.get(
+                         arch, DEFAULT_CI_CASES) else
                          pytest.mark.skip(reason="full matrix only (INITMEM_KERAS_FULL=1)"))
             for arch in ARCHS for case in CASES]
 
@@ -156,8 +164,20 @@ def test_three_updates_agree_with_keras(arch, case, path, monkeypatch):
     assert_agree(arch, case, STEPS, path)
 
 
-def test_one_update_of_resnet110_agrees_with_keras():
-    assert_agree("resnet110", "sgd", 1)
+@pytest.mark.parametrize("arch", ONE_UPDATE)
+def test_one_update_agrees_with_keras(arch):
+    assert_agree(arch, "sgd", 1)
+
+
+@pytest.mark.parametrize("arch", DECLARED)
+def test_parameter_count_is_keras(arch):
+    """Every declared network at the paper's width: Keras' count (trainable weights and
+    BatchNorm moving statistics) is what training builds and what the plan counts."""
+    model, _ = keras_networks.keras_network(arch, 1.0)
+    recipe = Recipe(family="t", arch=arch, optimizer="sgd", b=16, epochs=1)
+    with torch.device("meta"):
+        ours = build_model(recipe, 1)
+    assert keras_param_count(ours) == model.count_params() == memory.parameter_count(recipe)
 
 
 def test_the_two_muon_readings_differ_far_beyond_the_tolerance():

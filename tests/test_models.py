@@ -1,4 +1,7 @@
-"""Models: parameter counts, Keras layer semantics, packing independence, initialisation."""
+"""Models: parameter counts, Keras layer semantics, packing independence, initialisation.
+
+The tests of a network's build run over every declared network (ARCHS), so a new entry of
+initmem.plan.architectures is tested without a test naming it."""
 
 import math
 
@@ -7,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from initmem.plan import memory
+from initmem.plan.architectures import ARCHS
 from initmem.plan.spec import Recipe
 from initmem.training.models import (
     KerasBatchNorm,
@@ -25,7 +29,8 @@ def recipe(arch="resnet9", width=1.0):
 
 
 @pytest.mark.parametrize("arch, millions", [("resnet9", 6.58), ("r9_avgpool", 6.58),
-                                            ("resnet56", 0.86), ("resnet110", 1.74)])
+                                            ("resnet56", 0.86), ("resnet110", 1.74),
+                                            ("resnet20", 0.27)])  # He et al., Table 6
 def test_keras_parameter_counts_match_the_paper(arch, millions):
     assert round(keras_param_count(build_model(recipe(arch), 1)) / 1e6, 2) == millions
 
@@ -41,8 +46,7 @@ def test_exact_counts_by_hand():
     assert memory.parameter_count(recipe("resnet56")) == 861_770
 
 
-@pytest.mark.parametrize("arch", ["resnet9", "r9_avgpool", "resnet9_ln", "resnet56",
-                                  "resnet110"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_the_plans_closed_form_count_is_the_built_networks(arch):
     """plan.memory counts parameters without torch (the plan refuses a width before any
     spec is written); it must be what training builds, at odd widths too."""
@@ -135,7 +139,7 @@ def test_layernorm_normalises_each_pixel_over_channels_per_run():
     assert torch.allclose(y.var(2, correction=0), var / (var + 1e-3), atol=1e-4)
 
 
-@pytest.mark.parametrize("arch", ["resnet9", "resnet9_ln", "r9_avgpool", "resnet56"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_pack_equals_runs_alone(arch):
     """Each run of a pack computes exactly what the same network alone computes."""
     torch.manual_seed(0)

@@ -10,6 +10,7 @@ import stopping
 import torch
 
 from initmem import cli
+from initmem.plan.architectures import ARCHS
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import read_records
 from initmem.training import data
@@ -50,7 +51,7 @@ def float64():
     torch.set_default_dtype(torch.float32)
 
 
-@pytest.mark.parametrize("arch", ["resnet9", "resnet9_ln", "resnet56"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_run_by_run_evaluation_equals_packed(arch, splits, float64):
     """The CPU's evaluation (each run alone through a single-run network) computes what the
     packed forward does, with the pack's parameters and BatchNorm moving statistics."""

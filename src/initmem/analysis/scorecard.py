@@ -3,8 +3,9 @@
 Published numbers: paper/published/*.csv, one tidy CSV per table (text.csv: the prose),
 one row per printed number, columns
     table, b, optimizer, config, sigma_w, lr0, l2   the cell (empty: not an axis there;
-        config is the architecture or configuration: resnet9, r9_avgpool, resnet56,
-        resnet110, bn_aug, ln_aug, bn_noaug, long_sgd, best_recipe)
+        config is the architecture (initmem.plan.architectures) or configuration:
+        resnet9, r9_avgpool, resnet56, resnet110, bn_aug, ln_aug, bn_noaug, long_sgd,
+        best_recipe)
     metric, unit      unit: pct (%), frac (fraction), pp (points), epoch, clock
     value, std        as printed (std empty where none is given; value empty: "---")
     n_seeds, note     seeds as the paper states; "never reached", "single seed", ...
@@ -21,8 +22,9 @@ Verdict of a cell, with delta = reproduced - published:
     disagrees         otherwise
     missing           runs of the config are behind the cell, but none has a record yet
     not in config     no run of this config is behind the cell (a cut-down config)
-    not in the paper  a cell of ours for an optimizer the paper did not run (no published
-                      number to compare; listed so that an extension's cells are seen)
+    not in the paper  a cell of ours for an optimizer or a network the paper did not run
+                      (no published number to compare; listed so that an extension's
+                      cells are seen)
 A reproduced value over partly missing runs is judged but flagged `partial`.
 """
 
@@ -37,6 +39,7 @@ import pandas as pd
 
 from initmem.analysis import macros, tables
 from initmem.errors import InputError
+from initmem.plan.architectures import ARCHS
 from initmem.vocabulary import CELL_KEY, SYNTHETIC_MARK
 
 KEYS = list(CELL_KEY)
@@ -104,7 +107,8 @@ def verdict(published: float, never: bool, value: float, never_ours: bool, tol: 
 
 def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
     """One row per published number (ours, delta, delta in seed stds, verdict), then one
-    per cell of ours for an optimizer the paper did not run ("not in the paper")."""
+    per cell of ours for an optimizer or network the paper did not run ("not in the
+    paper")."""
     pub = published.copy()
     for key in KEYS:
         pub[key] = pub[key].map(_norm)
@@ -134,8 +138,9 @@ def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame) -> pd
             strict=True)]
     card["partial"] = card["n_missing"].fillna(0).gt(0) & card["verdict"].isin(JUDGED[:2])
     planned = (ours["n_runs"] + ours["n_missing"]).gt(0)  # cells this config runs
-    extension = ours[planned & ~ours["optimizer"].isin(set(pub["optimizer"]))
-                     & ours["optimizer"].ne("")]
+    network = ours["config"].isin(ARCHS)  # a row of a declared network (Table 5)
+    extension = ours[planned & (_not_in(ours, pub, "optimizer")
+                                | network & _not_in(ours, pub, "config"))]
     extra = extension.assign(verdict="not in the paper", partial=False)
     card = pd.concat([card, extra[[c for c in extra.columns if c in card.columns
                                    or c == "verdict"]]], ignore_index=True)
@@ -143,6 +148,12 @@ def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame) -> pd
                                 "published_std", "n_seeds_published": "published_n_seeds",
                                 "value": "reproduced", "std": "reproduced_std",
                                 "n_seeds": "reproduced_n_seeds"})
+
+
+def _not_in(ours: pd.DataFrame, published: pd.DataFrame, key: str) -> pd.Series:
+    """Cells of ours whose `key` (an optimizer, or a network) the paper has no number
+    for."""
+    return ~ours[key].isin(set(published[key])) & ours[key].ne("")
 
 
 def summary(card: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import jsonschema
 import yaml
 
 from initmem.errors import InputError
+from initmem.plan.architectures import ARCHS
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -26,7 +27,12 @@ class ConfigError(InputError):
 
 @cache
 def schema() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The schema file, with the declared networks as `arch`'s enum: a network is one
+    entry of initmem.plan.architectures, not also a list here (Snakemake's validate() of
+    the file alone runs after this check, so it need not know them)."""
+    loaded = yaml.safe_load(SCHEMA_PATH.read_text())
+    loaded["$defs"]["field"]["arch"]["enum"] = list(ARCHS)
+    return loaded
 
 
 def check_schema(config: Any) -> None:

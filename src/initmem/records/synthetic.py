@@ -6,7 +6,7 @@ The generator follows the shapes the paper reports, not its numbers: each run ke
 down to a floor growing with b, times factors for T_L2, augmentation and LayerNorm).
 Accuracy falls with sigma_w by about 27 pp times m(t), so |beta(t)| decays with m(t).
 SGD's interpolation and best epochs grow with sigma_w and b, adaptive methods' are flat;
-||W||_F keeps sigma_w in proportion to m(t); ResNet-56/110 stop early (patience).
+||W||_F keeps sigma_w in proportion to m(t); runs with a patience stop early.
 BatchNorm's moving variance forgets its initial 1 as 0.99^k toward a batch variance
 that grows as sigma_w^2, so small-sigma_w runs start far from converged (bn_var_ratio).
 Every row has record_source == "generated": tables, figures and the paper mark it.
@@ -62,7 +62,7 @@ def memory(r: Recipe, clocks: pd.DataFrame, adaptive: bool) -> np.ndarray:
     m = m * np.exp(-((clocks["T_L2"].to_numpy() / 0.75) ** 2))
     if r.augment:
         m = m * min(1.0, 0.35 + 0.1 * math.log2(r.b / 16))
-    return m * (0.7 if r.arch == "resnet9_ln" else 1.0)
+    return m * (0.7 if ARCHITECTURES[r.arch].normalisation == "layer" else 1.0)
 
 
 def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Generator,
@@ -88,8 +88,8 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
         tau_b = 10 * (r.b / 16) ** 0.2 * (1 + 0.5 * r.b / 16 * frac * m)
     if r.l2 > 0 or r.augment:  # regularized runs keep improving: late best epoch
         tau_b = np.maximum(tau_b, 0.9 * r.epochs * (1 - m))
-    deep = r.arch in ("resnet56", "resnet110", "r9_avgpool")
-    plateau = 1 - (0.3 * r.augment + 0.25 * deep) * m**2 * frac**0.5 * (r.b / 16) ** 0.2
+    drop = 0.3 * r.augment + ARCHITECTURES[r.arch].synthetic_plateau_drop
+    plateau = 1 - drop * m**2 * frac**0.5 * (r.b / 16) ** 0.2
     jitter = rng.lognormal(0, 0.4 if adaptive else 0.1, n)
     return {"base": base + rng.normal(0, noise, n), "frac": frac, "gap": gap,
             "plateau": plateau, "tau_b": np.clip(tau_b * jitter, 1, r.epochs),
@@ -99,8 +99,8 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
 def bn_var_ratio(r: Recipe, sigma: np.ndarray, epochs: np.ndarray) -> np.ndarray:
     """Moving / batch variance at the end of each epoch, (runs, epochs): after k updates
     the moving variance is 0.99^k * 1 + (1 - 0.99^k) * v for a batch variance v; NaN for
-    the network without BatchNorm."""
-    if r.arch == "resnet9_ln":
+    a network without BatchNorm."""
+    if ARCHITECTURES[r.arch].normalisation != "batch":
         return np.full((len(sigma), epochs.shape[-1]), np.nan)
     kept = BN_MOMENTUM ** (epochs * r.steps_per_epoch)
     return kept / (BN_VARIANCE_PER_SIGMA2 * sigma[:, None] ** 2) + 1 - kept

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from initmem.errors import InputError
+from initmem.plan.architectures import CPU_CHANNELS_LAST
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records import heartbeat
 from initmem.records.tensorboard import LiveWriter
@@ -37,9 +38,6 @@ INTERRUPTED_EXIT = 130
 STOP_EXIT = {signal.SIGTERM: PREEMPTED_EXIT, signal.SIGUSR1: PREEMPTED_EXIT,
              signal.SIGINT: INTERRUPTED_EXIT}
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
-# The archs whose steps run faster with NHWC activations on CPU (docs/performance.md,
-# bench/bench_training.py); for the others contiguous activations are as fast or faster.
-CPU_CHANNELS_LAST = ("resnet9", "r9_avgpool")
 
 
 def resolve_device(name: str, deterministic: bool = True) -> torch.device:
@@ -99,7 +97,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto",
                         help="NHWC activations (auto: on CUDA, as NVIDIA advises for cuDNN's "
                              "tensor cores, and on CPU for the archs it measured "
-                             "faster there: resnet9, r9_avgpool)")
+                             f"faster there: {', '.join(CPU_CHANNELS_LAST)})")
     parser.add_argument("--no-compaction", dest="compaction", action="store_false",
                         help="keep runs that stopped (early stopping, divergence) in the pack "
                              "until it ends, computing them as before; by default they leave "
@@ -129,7 +127,9 @@ def speed_paths(device: torch.device, arch: str, cuda_graphs: str,
                 channels_last: str) -> dict[str, bool]:
     """The step's speed paths from the auto/on/off options (results never depend on them:
     tests/test_step.py). auto: CUDA graphs on CUDA; channels_last on CUDA, and on CPU for
-    the archs where it measured faster (CPU_CHANNELS_LAST)."""
+    the archs where it measured faster (their declarations' cpu_channels_last:
+    docs/performance.md, bench/bench_training.py; for the others contiguous activations
+    are as fast or faster)."""
     cuda = device.type == "cuda"
     if cuda_graphs == "on" and not cuda:
         raise InputError(f"--cuda-graphs on is not allowed on device {device}: CUDA graphs "

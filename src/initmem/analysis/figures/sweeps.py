@@ -23,7 +23,7 @@ from initmem.analysis.figures.common import (
     sigma_grid,
     spread,
 )
-from initmem.plan.architectures import ARCH_LABELS
+from initmem.plan.architectures import ARCHITECTURES, depth_study
 from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
@@ -214,12 +214,19 @@ def _arch_figure(inputs: Inputs, value: str, ylabel: str, compare_family: str,
     return fig, used
 
 
-DEPTH_STYLES = {
-    "main:resnet9": (ARCH_LABELS["resnet9"], "#1f77b4", "-"),
-    "depth:r9_avgpool": (ARCH_LABELS["r9_avgpool"], "#17becf", "--"),
-    "depth:resnet56": (ARCH_LABELS["resnet56"], "#ff7f0e", "-"),
-    "depth:resnet110": (ARCH_LABELS["resnet110"], "#d62728", "-"),
-}
+def depth_styles(runs: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
+    """Figs. 5 and 7's curves as _arch_figure's styles, each network in its declared label,
+    colour and line style: the paper's depth study and any other network of the depth
+    family (architectures.depth_study), the main grid's own network from the main grid."""
+    main = set(select(runs, family="main")["arch"])
+    styles = {}
+    for name in depth_study(select(runs, family="depth")["arch"]):
+        arch = ARCHITECTURES[name]
+        styles[f"{'main' if name in main else 'depth'}:{name}"] = (arch.label, arch.colour,
+                                                                    arch.linestyle)
+    return styles
+
+
 NORM_AUG_STYLES = {
     "norm_aug:resnet9": ("BatchNorm + aug.", "#1f77b4", "-"),
     "norm_aug:resnet9_ln": ("LayerNorm + aug.", "#ff7f0e", "-"),
@@ -229,12 +236,14 @@ NORM_AUG_STYLES = {
 
 def fig5(inputs: Inputs) -> Drawn:
     """Depth: test acc at tau_best vs sigma_w."""
-    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "depth", DEPTH_STYLES)
+    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "depth",
+                        depth_styles(inputs.need_runs()))
 
 
 def fig7(inputs: Inputs) -> Drawn:
     """Depth: train acc at the last epoch (Table 5's train column) vs sigma_w."""
-    return _arch_figure(inputs, "train_acc_last", "train acc. (%)", "depth", DEPTH_STYLES)
+    return _arch_figure(inputs, "train_acc_last", "train acc. (%)", "depth",
+                        depth_styles(inputs.need_runs()))
 
 
 def fig8(inputs: Inputs) -> Drawn:

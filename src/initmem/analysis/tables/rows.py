@@ -16,7 +16,7 @@ import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, summarize
-from initmem.plan.architectures import ARCH_LABELS
+from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.grid import family_runs
 from initmem.plan.optimizers import optimizer_display, parse_hyperparameters
 from initmem.plan.spec import Recipe
@@ -183,10 +183,12 @@ def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]],
 
 
 def depth(runs: pd.DataFrame, config: dict):
+    """Table 5: a row per network of the paper's depth study (whether or not its runs
+    exist) and per other network the depth family has (its declaration's order)."""
     sheet, labels = Sheet(5), tex_labels(config)
     groups = [(arch, opt, partial(select, runs, family=["main", "depth"], arch=arch,
                                   lr0=1e-3, l2=0.0, augment=False))
-              for arch in ("resnet9", "r9_avgpool", "resnet56", "resnet110")
+              for arch in depth_study(select(runs, family="depth")["arch"])
               for opt in ("sgd", "adam")]
     panels = test_train_panels(sheet, groups, labels)
     events = []
