@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from initmem.analysis import scorecard, tables
 from initmem.records.files import HISTORY_COLUMNS, OUTCOME_COLUMNS, summary_columns
+
+PUBLISHED = Path(__file__).parents[1] / "paper" / "published"
 
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
 RUN_DEFAULTS = {
@@ -56,3 +61,12 @@ def small_config(epochs_divisor: int = 15) -> dict:
         family.pop("seed_overrides", None)
     config["sigma_sets"]["main"] = [0.1, 0.5, 1.0, 1.8, 2.5]
     return grid.validate_config(config)
+
+
+def scorecard_of(runs: pd.DataFrame, config: Path, folder: Path) -> pd.DataFrame:
+    """The scorecard of a runs table, through Tables 2-7 written from it as the workflow does."""
+    runs.to_parquet(folder / "runs.parquet")
+    for n in range(2, 8):
+        tables.write_table(n, folder / "runs.parquet", config, folder / "tables" / f"table{n}.tex")
+    return scorecard.score(runs, scorecard.read_published(PUBLISHED),
+                           scorecard.read_cells(folder / "tables"))

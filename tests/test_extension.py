@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from analysis_frames import scorecard_of
 
-from initmem.analysis import figures, scorecard, tables
+from initmem.analysis import figures, tables
 from initmem.analysis.figures.common import Inputs
 from initmem.plan import grid
 from initmem.plan.spec import OPTIMIZERS, Recipe
@@ -86,12 +87,7 @@ def test_lion_is_in_the_figures(config, records):
 
 def test_the_scorecard_lists_lion_as_not_in_the_paper(config, records, tmp_path):
     runs, _ = records
-    runs.to_parquet(tmp_path / "runs.parquet")
-    for n in range(2, 8):
-        tables.write_table(n, tmp_path / "runs.parquet", LION_CONFIG,
-                           tmp_path / "tables" / f"table{n}.tex")
-    card = scorecard.score(runs, scorecard.read_published(ROOT / "paper" / "published"),
-                           scorecard.read_cells(tmp_path / "tables"))
+    card = scorecard_of(runs, LION_CONFIG, tmp_path)
     lion = card[card["optimizer"] == "lion"]
     assert len(lion) > 0 and set(lion["verdict"]) == {"not in the paper"}
     assert not pd.isna(lion["reproduced"]).all()

@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from analysis_frames import scorecard_of
 
 from initmem import cli
-from initmem.analysis import figures, scorecard, tables
+from initmem.analysis import figures, tables
 from initmem.analysis.figures.common import Inputs
 from initmem.plan import grid
 from initmem.plan.architectures import ARCHITECTURES, ARCHS
@@ -86,12 +87,7 @@ def test_resnet20_is_in_the_legends_of_figs_5_and_7(config, records):
 
 def test_the_scorecard_lists_resnet20_as_not_in_the_paper(records, tmp_path):
     runs, _ = records
-    runs.to_parquet(tmp_path / "runs.parquet")
-    for n in range(2, 8):
-        tables.write_table(n, tmp_path / "runs.parquet", RESNET20_CONFIG,
-                           tmp_path / "tables" / f"table{n}.tex")
-    card = scorecard.score(runs, scorecard.read_published(ROOT / "paper" / "published"),
-                           scorecard.read_cells(tmp_path / "tables"))
+    card = scorecard_of(runs, RESNET20_CONFIG, tmp_path)
     resnet20 = card[card["config"] == "resnet20"]
     assert len(resnet20) > 0 and set(resnet20["verdict"]) == {"not in the paper"}
     assert "not in the paper" not in set(card.loc[card["config"] == "resnet56", "verdict"])
