@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from initmem.plan.spec import Run
-from initmem.records.files import history_frame, summarize, write_records
+from initmem.records.files import history_frame, summary_record, write_records
 from initmem.training import data, step
 
 # Images per fake CIFAR-10 batch file (100 training, 20 test images): the official layout
@@ -94,7 +94,7 @@ def fake_history(run: Run, epochs: int) -> pd.DataFrame:
 def write_fake_run(root: str | Path, run: Run, epochs: int | None = None) -> None:
     """Records of one run under root/<run_dir>/, record_source "generated"."""
     history = fake_history(run, epochs or run.recipe.epochs)
-    summary = summarize(run, history, kernel_fro_norm_init=10 * run.sigma_w,
+    summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
                         diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
                         device="cpu", record_source="generated")
     write_records(Path(root) / run.run_dir, history, summary)

@@ -57,7 +57,7 @@ def claim(**overrides) -> dict:
 
 def judged(rows: list[dict], **overrides) -> claims.Verdict:
     runs = runs_table(rows)
-    return claims.evaluate(claim(**overrides), runs, None, claims.planning_sigma(runs))
+    return claims.judge_claim(claim(**overrides), runs, None, claims.planning_sigma(runs))
 
 
 def noise(seed: int, sd: float, n: int = 3) -> np.ndarray:
@@ -272,7 +272,7 @@ def simulated_verdicts(spread_sgd: float, spread_adam: float, n: int, studies: i
     for _ in range(studies):
         drawn = [rng.normal(0, MEASURED_SD, (5, n)) + rng.normal(0, 3, n) for _ in range(2)]
         runs["test_acc_best"] = truth + np.concatenate([d.ravel() for d in drawn]) / 100
-        out.append(claims.evaluate(verdict_claim, runs, None).verdict)
+        out.append(claims.judge_claim(verdict_claim, runs, None).verdict)
     return out
 
 

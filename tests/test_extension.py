@@ -13,7 +13,7 @@ import torch
 from analysis_frames import scorecard_of
 
 from initmem.analysis import figures, tables
-from initmem.analysis.figures.common import Inputs
+from initmem.analysis.figures.common import FigureInputs
 from initmem.plan import grid
 from initmem.plan.spec import OPTIMIZERS, Recipe
 from initmem.records import synthetic
@@ -75,7 +75,7 @@ def test_lion_is_in_the_figures(config, records):
     """In the legends of Figs. 1 (accuracy and norm vs sigma_w) and 6 (|beta(t)|, in the
     adaptive column: its config entry says adaptive), a row of Fig. 2's heat map."""
     runs, epochs = records
-    inputs = Inputs(runs, epochs.to_pandas(), config)
+    inputs = FigureInputs(runs, epochs.to_pandas(), config)
     for number in (1, 6):
         fig = figures.draw(number, inputs)
         labels = {t.get_text() for legend in [*fig.legends, *(a.get_legend() for a in fig.axes)]

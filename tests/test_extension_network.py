@@ -16,7 +16,7 @@ from analysis_frames import scorecard_of
 
 from initmem import cli
 from initmem.analysis import figures, tables
-from initmem.analysis.figures.common import Inputs
+from initmem.analysis.figures.common import FigureInputs
 from initmem.plan import grid
 from initmem.plan.architectures import ARCHITECTURES, ARCHS
 from initmem.records import synthetic
@@ -75,7 +75,7 @@ def test_the_papers_table5_rows_are_its_own(records):
 
 def test_resnet20_is_in_the_legends_of_figs_5_and_7(config, records):
     runs, epochs = records
-    inputs = Inputs(runs, epochs.to_pandas(), config)
+    inputs = FigureInputs(runs, epochs.to_pandas(), config)
     for number in (5, 7):
         fig = figures.draw(number, inputs)
         labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]

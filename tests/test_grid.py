@@ -9,7 +9,7 @@ import yaml
 
 from initmem import cli
 from initmem.plan import grid
-from initmem.plan.config import SCHEMA_PATH, schema
+from initmem.plan.schema import SCHEMA_PATH, schema
 from initmem.plan.spec import ARCHS, DATASETS, OPTIMIZERS, SCHEDULES, Recipe
 
 ROOT = Path(__file__).resolve().parents[1]

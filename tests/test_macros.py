@@ -23,12 +23,12 @@ def sgd_b128(**fields) -> list[dict]:
 
 def test_spread_and_test_quotes_by_hand():
     runs = runs_table(sgd_b128())
-    value, frame = macros.evaluate(QUOTES["SpreadSGDbOneTwoEight"], runs)
+    value, frame = macros.quote_value(QUOTES["SpreadSGDbOneTwoEight"], runs)
     assert value == pytest.approx(26.5) and len(frame) == 6
-    assert macros.evaluate(QUOTES["TestSGDbOneTwoEightSigmaLow"], runs)[0] == pytest.approx(85)
-    assert macros.evaluate(QUOTES["TestSGDbOneTwoEightSigmaHigh"], runs)[0] == pytest.approx(
+    assert macros.quote_value(QUOTES["TestSGDbOneTwoEightSigmaLow"], runs)[0] == pytest.approx(85)
+    assert macros.quote_value(QUOTES["TestSGDbOneTwoEightSigmaHigh"], runs)[0] == pytest.approx(
         58.5)
-    text = macros.render_value(QUOTES["SpreadSGDbOneTwoEight"], *macros.evaluate(
+    text = macros.render_value(QUOTES["SpreadSGDbOneTwoEight"], *macros.quote_value(
         QUOTES["SpreadSGDbOneTwoEight"], runs))
     assert text == r"\ensuremath{26.5}"
 
@@ -36,10 +36,10 @@ def test_spread_and_test_quotes_by_hand():
 def test_partial_and_absent_inputs_are_visible():
     runs = runs_table([*sgd_b128(), {"b": 128, "sigma_w": 1.3, "seed": 2, "status": "missing"}])
     quote = QUOTES["SpreadSGDbOneTwoEight"]
-    assert macros.render_value(quote, *macros.evaluate(quote, runs)) == (
+    assert macros.render_value(quote, *macros.quote_value(quote, runs)) == (
         r"\ensuremath{26.5}\textsuperscript{\textcolor{red}{$-1$}}")
     absent = QUOTES["SpreadAdambOneSix"]
-    assert macros.render_value(absent, *macros.evaluate(absent, runs)) == NO_DATA
+    assert macros.render_value(absent, *macros.quote_value(absent, runs)) == NO_DATA
 
 
 def test_delta_quote_is_the_absolute_difference_of_the_extremes():
@@ -47,7 +47,7 @@ def test_delta_quote_is_the_absolute_difference_of_the_extremes():
                         "augment": True, "epochs": 200, "sigma_w": s, "seed": k,
                         "test_acc_best": a} for s, a in ((0.1, 0.895), (2.5, 0.901))
                        for k in (0, 1)])
-    value, _ = macros.evaluate(QUOTES["DeltaBestAdambOneSix"], runs)
+    value, _ = macros.quote_value(QUOTES["DeltaBestAdambOneSix"], runs)
     assert value == pytest.approx(0.6)
 
 
@@ -55,11 +55,11 @@ def test_clock_quotes_are_the_papers_arithmetic():
     runs = runs_table([{"b": 128, "status": "missing"},
                        {"family": "lr_l2", "lr0": 1e-2, "l2": 5e-3, "b": 128, "seed": 42}])
     quote = QUOTES["TSGDbOneTwoEight"]
-    value, frame = macros.evaluate(quote, runs)
+    value, frame = macros.quote_value(quote, runs)
     assert value == pytest.approx(300 * 313 * 1e-6 / 128)  # 7.34e-4, from the spec alone
     assert macros.render_value(quote, value, frame) == r"\ensuremath{7.3\cdot 10^{-4}}"
     l2 = QUOTES["TLtwoLrMidLtwoMidbOneTwoEight"]
-    assert macros.render_value(l2, *macros.evaluate(l2, runs)) == r"\ensuremath{4.7}"
+    assert macros.render_value(l2, *macros.quote_value(l2, runs)) == r"\ensuremath{4.7}"
     assert macros.scientific(0.939) == "0.94" and macros.scientific(0.0122) == r"1.2\cdot 10^{-2}"
 
 
@@ -71,10 +71,10 @@ def test_beta_quotes_need_the_epochs():
     # |beta(t)| = 0.1 / t: the last 10% of epochs are 19 and 20, the first 1 and 2
     final_value = 0.1 * (1 / 19 + 1 / 20) / 2
     final = QUOTES["BetaFinalSGDbOneTwoEight"]
-    assert macros.evaluate(final, runs, epochs)[0] == pytest.approx(final_value)
-    decades = macros.evaluate(QUOTES["BetaDecadesSGDbOneTwoEight"], runs, epochs)[0]
+    assert macros.quote_value(final, runs, epochs)[0] == pytest.approx(final_value)
+    decades = macros.quote_value(QUOTES["BetaDecadesSGDbOneTwoEight"], runs, epochs)[0]
     assert decades == pytest.approx(math.log10(0.1 / final_value))
-    assert macros.render_value(final, *macros.evaluate(final, runs)) == NO_DATA
+    assert macros.render_value(final, *macros.quote_value(final, runs)) == NO_DATA
 
 
 def test_rendered_file_names_and_marks(tmp_path):
@@ -114,7 +114,7 @@ def test_max_spread_is_unknown_while_any_configuration_is():
                                    ("main", "resnet9", False))
             for b in (16, 128) for s in FIVE]
     quote = QUOTES["SpreadNormAugAdamMax"]
-    assert macros.evaluate(quote, runs_table(rows))[0] == pytest.approx(2.0)
+    assert macros.quote_value(quote, runs_table(rows))[0] == pytest.approx(2.0)
     no_ln_128 = [r for r in rows if not (r["arch"] == "resnet9_ln" and r["b"] == 128
                                          and r["sigma_w"] == 2.5)]
-    assert math.isnan(macros.evaluate(quote, runs_table(no_ln_128))[0])
+    assert math.isnan(macros.quote_value(quote, runs_table(no_ln_128))[0])

@@ -244,8 +244,8 @@ def test_a_config_entry_is_display_keys_then_recipe_defaults():
     declaration keys and recipe fields only; OptimizerDisplay shows each."""
     import dataclasses
 
-    from initmem.plan.config import schema
     from initmem.plan.optimizers import DISPLAY_KEYS, ECHOED_KEYS, OptimizerDisplay
+    from initmem.plan.schema import schema
 
     entry = set(schema()["properties"]["optimizers"]["additionalProperties"]["properties"])
     recipe_fields = {f.name for f in dataclasses.fields(Recipe)}

@@ -415,7 +415,7 @@ def _shown(e: Estimate) -> str:
     return f"{_fmt(e.value)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def evaluate(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
+def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
              planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
     cells = {name: select_cell(runs, spec) for name, spec in claim["cells"].items()}
     values, missing = {}, []
@@ -503,7 +503,7 @@ def _refutation(condition: Condition, values: dict[str, Estimate], claim: dict[s
 def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
               epochs: pd.DataFrame | None) -> pd.DataFrame:
     sigma = planning_sigma(runs)
-    return pd.DataFrame([evaluate(c, runs, epochs, sigma).row() for c in claims])
+    return pd.DataFrame([judge_claim(c, runs, epochs, sigma).row() for c in claims])
 
 
 def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
@@ -584,7 +584,7 @@ def judge_sources(claims: list[dict[str, Any]], sources: list[Source]
     tables, first = {}, []
     for source in sources:
         sigma = planning_sigma(source.runs)
-        verdicts = [evaluate(c, source.runs, source.epochs, sigma) for c in claims]
+        verdicts = [judge_claim(c, source.runs, source.epochs, sigma) for c in claims]
         tables[source.label] = pd.DataFrame([v.row() for v in verdicts])
         first = first or verdicts
     table = tables[sources[0].label]

@@ -99,7 +99,7 @@ QUOTES = [
 ]
 
 
-def evaluate(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None
+def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None
              ) -> tuple[float, pd.DataFrame]:
     """(value, the runs behind it); NaN when the runs cannot give it."""
     frame = select(runs, **quote.where)
@@ -169,7 +169,7 @@ def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> pd.DataFr
     indexed by macro name."""
     rows = []
     for quote in QUOTES:
-        value, frame = evaluate(quote, runs, epochs)
+        value, frame = quote_value(quote, runs, epochs)
         absent = int(missing(frame).sum()) if len(frame) else 0
         rows.append({"macro": quote.name, "value": value, "n_missing": absent})
     return pd.DataFrame(rows).set_index("macro")
@@ -194,7 +194,7 @@ def render(runs: pd.DataFrame, epochs: pd.DataFrame | None, config: dict) -> str
              rf"\newcommand{{\SyntheticMark}}{{{SYNTHETIC_MARK if synthetic else ''}}}"]
     lines += [rf"\newcommand{{\{k}}}{{{v}}}" for k, v in design_numbers(config).items()]
     for quote in QUOTES:
-        value, frame = evaluate(quote, runs, epochs)
+        value, frame = quote_value(quote, runs, epochs)
         lines.append(rf"\newcommand{{\{quote.name}}}{{{render_value(quote, value, frame)}}}")
     return "\n".join(lines) + "\n"
 

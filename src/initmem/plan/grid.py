@@ -19,13 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from initmem.plan import memory
-from initmem.plan.config import (
-    SCHEMA_PATH,
-    ConfigError,
-    check_schema,
-    invalid,
-    schema_defaults,
-)
 from initmem.plan.inputs import load_yaml
 from initmem.plan.optimizers import (
     DISPLAY_KEYS,
@@ -33,6 +26,13 @@ from initmem.plan.optimizers import (
     OPTIMIZER_DIR,
     OPTIMIZERS,
     declarations,
+)
+from initmem.plan.schema import (
+    SCHEMA_PATH,
+    ConfigError,
+    check_schema,
+    invalid,
+    schema_defaults,
 )
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
 

@@ -20,7 +20,7 @@ import jsonschema
 import yaml
 
 from initmem.errors import InputError
-from initmem.plan.config import describe, schema
+from initmem.plan.schema import describe, schema
 
 FLOAT_TAG = "tag:yaml.org,2002:float"
 # YAML 1.2's core schema float: the exponent's sign and the mantissa's dot are optional.

@@ -18,7 +18,7 @@ from typing import Any
 
 from initmem.errors import InputError
 from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET
-from initmem.plan.config import ConfigError
+from initmem.plan.schema import ConfigError
 from initmem.plan.spec import Recipe
 
 FLOAT_BYTES = 4

@@ -118,7 +118,7 @@ class RecordError(InputError):
     """A record file is missing, truncated, or does not follow the schema."""
 
 
-def summarize(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
+def summary_record(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
               diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
               device: str, determinism: str = "", torch_version: str | None = None,
               data_verification: str | None = None, test_acc_best: float | None = None,

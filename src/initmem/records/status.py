@@ -37,8 +37,8 @@ from initmem.plan import cost
 from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import Pack
 from initmem.records import heartbeat
-from initmem.records.verify import DAMAGED, GOOD, MISSING, verify_run
-from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED
+from initmem.records.verify import DAMAGED, GOOD, verify_run
+from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, MISSING
 
 RUNNING, FAILED, QUEUED = "running", "failed", "queued"
 STATES = (COMPLETED, EARLY_STOPPED, DIVERGED, RUNNING, QUEUED, FAILED, DAMAGED)

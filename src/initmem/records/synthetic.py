@@ -151,7 +151,7 @@ def stop_epochs(val_loss: np.ndarray, patience: int | None) -> np.ndarray:
 
 
 def outcomes(h: dict, stop: np.ndarray) -> dict:
-    """The summary outcomes of each run (records.summarize's rules, vectorised)."""
+    """The summary outcomes of each run (records.files.summary_record's rules, vectorised)."""
     n, epochs = h["val_loss"].shape
     rows = np.arange(n)
     valid = np.arange(epochs)[None, :] < stop[:, None]

@@ -25,8 +25,9 @@ from initmem.plan.spec import Run
 from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
 from initmem.records.archive import read_archive
 from initmem.records.files import RecordError, read_records
+from initmem.vocabulary import MISSING
 
-GOOD, MISSING, DAMAGED, STALE = "good", "missing", "damaged", "stale"
+GOOD, DAMAGED, STALE = "good", "damaged", "stale"  # and MISSING: no record, as everywhere
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from torch.func import functional_call
 
 from initmem.plan.schedule import learning_rate
 from initmem.plan.spec import Pack, Run
-from initmem.records.files import history_frame, summarize, write_records
+from initmem.records.files import history_frame, summary_record, write_records
 from initmem.training import checkpoint, data
 from initmem.training.models import PackedNet, bn_variance_ratio, build_model
 from initmem.training.optimizers import build_optimizer
@@ -100,7 +100,7 @@ class RunState:
 
     def is_best(self, epoch: int) -> bool:
         """Whether `epoch`, just recorded, is the run's tau_best so far (its lowest val
-        loss: records.files.summarize's rule)."""
+        loss: records.files.summary_record's rule)."""
         return self.wait == 0 and bool(self.history) and self.history[-1]["epoch"] == epoch
 
     @property
@@ -374,7 +374,7 @@ class PackTrainer:
     def _finish(self, state: RunState) -> None:
         i = self.loop.states.index(state)
         history = history_frame(state.history)
-        summary = summarize(state.run, history,
+        summary = summary_record(state.run, history,
                             test_acc_best=self._best_test_accuracy(i),
                             kernel_fro_norm_init=self.loop.kernel_fro_norm_init[i],
                             diverged_epoch=state.diverged_epoch,

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from initmem.analysis.figures import style
 from initmem.analysis.figures.beta import fig6
-from initmem.analysis.figures.common import FigureInputError, Inputs, load_inputs, run_counts
+from initmem.analysis.figures.common import (
+    FigureInputError,
+    FigureInputs,
+    drawn_counts,
+    load_inputs,
+)
 from initmem.analysis.figures.heatmap import fig2
 from initmem.analysis.figures.sweeps import fig1, fig3, fig4, fig5, fig7, fig8
 from initmem.analysis.figures.toyfig import fig9
@@ -47,11 +52,11 @@ def write_figure(number: int, runs_path: str | Path | None, epochs_path: str | P
     style.save(draw(number, inputs), pdf_path, png_path)
 
 
-def draw(number: int, inputs: Inputs):
+def draw(number: int, inputs: FigureInputs):
     """Figure `number` (1-8) with its provenance marks: missing and diverged runs, and
     the SYNTHETIC watermark when any input record is generated."""
     fig, used = DRAW[number](inputs)
-    style.mark_missing(fig, *run_counts(used))
+    style.mark_missing(fig, *drawn_counts(used))
     if inputs.synthetic:
         style.mark_synthetic(fig)
     return fig
@@ -72,4 +77,4 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FigureInputError", "Inputs", "configure_parser", "run", "write_figure"]
+__all__ = ["FigureInputError", "FigureInputs", "configure_parser", "run", "write_figure"]

@@ -7,7 +7,7 @@ import pandas as pd
 
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
-from initmem.analysis.figures.common import Inputs, no_data, select
+from initmem.analysis.figures.common import FigureInputs, no_data, select
 from initmem.analysis.figures.sweeps import PAPER_B, Drawn
 from initmem.plan.optimizers import OptimizerDisplay
 
@@ -15,7 +15,7 @@ KEYS = ["family", "optimizer", "b", "lr0", "l2"]
 SGD_L2 = {"family": "lr_l2", "optimizer": "sgd", "lr0": 1e-2, "l2": 1e-2}  # Fig. 6 green
 
 
-def beta_curves(inputs: Inputs) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+def beta_curves(inputs: FigureInputs) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """|beta| and the clocks per configuration and epoch, and the run selections used."""
     epochs = inputs.need_epochs()
     runs = inputs.need_runs()
@@ -38,7 +38,7 @@ def _plot(ax, rows: pd.DataFrame, x: str, **kwargs) -> bool:
     return True
 
 
-def fig6(inputs: Inputs) -> Drawn:
+def fig6(inputs: FigureInputs) -> Drawn:
     curves, used = beta_curves(inputs)
     fig, axes = style.figure(3, 2, height_in=5.4)
     sgd_l2 = select(curves, **SGD_L2)

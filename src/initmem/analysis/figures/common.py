@@ -29,7 +29,7 @@ class FigureInputError(InputError):
 
 
 @dataclass(frozen=True)
-class Inputs:
+class FigureInputs:
     runs: pd.DataFrame | None
     epochs: pd.DataFrame | None
     config: dict[str, Any]
@@ -65,11 +65,11 @@ class Inputs:
 
 def load_inputs(runs_path: str | Path | None, epochs_path: str | Path | None,
                 config_path: str | Path | None, epoch_columns: list[str] | None = None,
-                epoch_families: list[str] | None = None) -> Inputs:
+                epoch_families: list[str] | None = None) -> FigureInputs:
     """Read what a figure needs; the epochs table only in the columns and families asked."""
     config = {} if config_path is None else load_config(config_path)
     filters = [("family", "in", epoch_families)] if epoch_families else None
-    return Inputs(_read(runs_path), _read(epochs_path, epoch_columns, filters), config)
+    return FigureInputs(_read(runs_path), _read(epochs_path, epoch_columns, filters), config)
 
 
 def _read(path: str | Path | None, columns: list[str] | None = None,
@@ -96,7 +96,7 @@ def sigma_grid(frame: pd.DataFrame) -> list[float]:
     return sorted({round(float(s), 6) for s in frame["sigma_w"]})
 
 
-def run_counts(frames: Iterable[pd.DataFrame]) -> tuple[int, int, int]:
+def drawn_counts(frames: Iterable[pd.DataFrame]) -> tuple[int, int, int]:
     """(missing, expected, diverged) runs in the union of the selections (each run
     counted once)."""
     frames = [f for f in frames if len(f)]

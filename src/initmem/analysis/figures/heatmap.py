@@ -8,7 +8,7 @@ from matplotlib import patheffects
 
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
-from initmem.analysis.figures.common import Inputs, select
+from initmem.analysis.figures.common import FigureInputs, select
 from initmem.analysis.figures.sweeps import ACC, Drawn
 
 CMAP = "viridis"
@@ -32,7 +32,7 @@ def not_interpolated(rows: pd.DataFrame) -> pd.DataFrame:
     return cells.pivot(index="optimizer", columns="sigma_w", values="crossed")
 
 
-def fig2(inputs: Inputs) -> Drawn:
+def fig2(inputs: FigureInputs) -> Drawn:
     """Cells whose seed-mean train acc at tau_best is below 99.5% carry an x."""
     main = select(inputs.need_runs(), family="main")
     batch_sizes = sorted(int(b) for b in set(main["b"]))

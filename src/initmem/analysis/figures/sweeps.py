@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from initmem.analysis.figures import style
 from initmem.analysis.figures.common import (
     Curve,
-    Inputs,
+    FigureInputs,
     draw_curves,
     on_sigmas,
     select,
@@ -32,7 +32,7 @@ ACC = 100.0  # accuracies are stored as fractions, plotted in %
 Drawn = tuple[Figure, list[pd.DataFrame]]
 
 
-def optimizer_curves(inputs: Inputs, rows: pd.DataFrame) -> list[Curve]:
+def optimizer_curves(inputs: FigureInputs, rows: pd.DataFrame) -> list[Curve]:
     return [Curve(o.label, select(rows, optimizer=o.name), o.colour)
             for o in inputs.optimizers(set(rows["optimizer"]))]
 
@@ -58,7 +58,7 @@ def curve_panel(ax, curves, value: str, scale: float, ylabel: str, title: str,
     sigma_axis(ax)
 
 
-def curves_by_b(inputs: Inputs,
+def curves_by_b(inputs: FigureInputs,
                 main: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame, list[Curve]]]:
     """For each of the paper's two b: b, its runs and their per-optimizer curves."""
     for b in PAPER_B:
@@ -74,7 +74,7 @@ FIG1_PANELS = (("test_acc_best", ACC, r"test acc. at $\tau_{\mathrm{best}}$ (%)"
                ("kernel_fro_norm_best", 1.0, r"$\|W_{\tau_{\mathrm{best}}}\|_F$"))
 
 
-def fig1(inputs: Inputs) -> Drawn:
+def fig1(inputs: FigureInputs) -> Drawn:
     """Test acc and ||W||_F at tau_best, train acc at the last epoch, vs sigma_w; b=16 top,
     b=128 bottom."""
     main = select(inputs.need_runs(), family="main")
@@ -97,7 +97,7 @@ NONE_INTERPOLATED = (f"no run reached {INTERP_THRESHOLD:.1%} train acc.:\n"
                      "neither quantity exists")
 
 
-def fig3(inputs: Inputs) -> Drawn:
+def fig3(inputs: FigureInputs) -> Drawn:
     """tau_interp (a,b) and repair gap (c,d) vs sigma_w at b=16 and b=128."""
     main = select(inputs.need_runs(), family="main")
     fig, axes = style.figure(2, 2, height_in=3.6)
@@ -122,7 +122,7 @@ def fig3(inputs: Inputs) -> Drawn:
     return fig, used
 
 
-def _lr_l2_curves(inputs: Inputs, runs: pd.DataFrame, b: int) -> list[Curve]:
+def _lr_l2_curves(inputs: FigureInputs, runs: pd.DataFrame, b: int) -> list[Curve]:
     """Table 4's configurations at one b: the eta x L2 grid, 5,000 epochs, Adam."""
     sweep = select(runs, family="lr_l2", b=b)
     sigmas = sigma_grid(sweep) if len(sweep) else sigma_grid(select(runs, family="long_sgd"))
@@ -148,7 +148,7 @@ def _lr_l2_curves(inputs: Inputs, runs: pd.DataFrame, b: int) -> list[Curve]:
     return curves
 
 
-def fig4(inputs: Inputs) -> Drawn:
+def fig4(inputs: FigureInputs) -> Drawn:
     """The eta x L2 configurations: test acc vs sigma_w, inset spreads sorted ascending."""
     runs = inputs.need_runs()
     fig, axes = style.figure(1, 2, height_in=3.0)
@@ -183,7 +183,7 @@ def _spread_inset(ax, curves: list[Curve]) -> None:
     inset.grid(False)
 
 
-def _arch_figure(inputs: Inputs, value: str, ylabel: str, compare_family: str,
+def _arch_figure(inputs: FigureInputs, value: str, ylabel: str, compare_family: str,
                  styles: dict[str, tuple[str, str, str]]) -> Drawn:
     """Panels optimizer (SGD, Adam) x b (16, 128); one curve per "family:arch" of styles.
 
@@ -234,18 +234,18 @@ NORM_AUG_STYLES = {
 }
 
 
-def fig5(inputs: Inputs) -> Drawn:
+def fig5(inputs: FigureInputs) -> Drawn:
     """Depth: test acc at tau_best vs sigma_w."""
     return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "depth",
                         depth_styles(inputs.need_runs()))
 
 
-def fig7(inputs: Inputs) -> Drawn:
+def fig7(inputs: FigureInputs) -> Drawn:
     """Depth: train acc at the last epoch (Table 5's train column) vs sigma_w."""
     return _arch_figure(inputs, "train_acc_last", "train acc. (%)", "depth",
                         depth_styles(inputs.need_runs()))
 
 
-def fig8(inputs: Inputs) -> Drawn:
+def fig8(inputs: FigureInputs) -> Drawn:
     """Normalisation and augmentation, with the main grid's BatchNorm baseline dashed."""
     return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "norm_aug", NORM_AUG_STYLES)

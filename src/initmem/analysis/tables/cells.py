@@ -71,7 +71,7 @@ def provenance(frame: pd.DataFrame) -> dict[str, object]:
             "diverged": tuple(ids[status == DIVERGED])}
 
 
-def summarize(frame: pd.DataFrame, column: str, key: dict[str, object], unit: str,
+def measure_cell(frame: pd.DataFrame, column: str, key: dict[str, object], unit: str,
               scale: float = 1.0, event: bool = False) -> Cell:
     """Mean and seed std of `column` (times `scale`) over the runs with a value."""
     values = frame[column].dropna().astype(float) * scale

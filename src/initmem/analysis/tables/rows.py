@@ -15,7 +15,7 @@ from functools import partial
 import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
-from initmem.analysis.tables.cells import Cell, derived, fmt, summarize
+from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.grid import family_runs
 from initmem.plan.optimizers import optimizer_display, parse_hyperparameters
@@ -102,7 +102,7 @@ def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
                          sigma_w=sigma_w)
             used.append(frame)
             key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
-            cells = [sheet.put(summarize(frame, col, sheet.key(metric=col, **key), unit,
+            cells = [sheet.put(measure_cell(frame, col, sheet.key(metric=col, **key), unit,
                                          event=event), digits=digits, sign=signed)
                      for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
             rows.append({"b": b, "optimizer": labels[opt], "cells": cells})
@@ -118,14 +118,14 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
     test cell is a single seed. mark_single: daggers on the single-seed cells of a row
     that mixes single- and multi-seed cells."""
     at = {s: select(frame, sigma_w=s) for s in FIVE}
-    test_cells = [summarize(at[s], "test_acc_best", sheet.key(metric="test_acc", sigma_w=s,
+    test_cells = [measure_cell(at[s], "test_acc_best", sheet.key(metric="test_acc", sigma_w=s,
                                                               **key), "pct", scale=100)
                   for s in FIVE]
     single = [c.n == 1 for c in test_cells]
     mixed = mark_single and any(single) and not all(single)
     tests = [sheet.put(c, pm=PM, dagger=mixed and one)
              for c, one in zip(test_cells, single, strict=True)]
-    trains = [sheet.put(summarize(at[s], train, sheet.key(metric="train_acc", sigma_w=s,
+    trains = [sheet.put(measure_cell(at[s], train, sheet.key(metric="train_acc", sigma_w=s,
                                                           **key), "pct", scale=100), pm=PM)
               for s in FIVE] if train else []
     spread_text = sheet.put(derived(frame, spread_pp(frame, FIVE),
@@ -160,7 +160,7 @@ def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -
     """A row of Table 4; a row of single-seed entries carries its dagger on Train."""
     frame = select(frame, sigma_w=list(FIVE))
     tests, _, spread, single = sweep_row(sheet, frame, key, train=None, mark_single=True)
-    train = sheet.put(summarize(frame, "train_acc_last", sheet.key(metric="train_acc_mean",
+    train = sheet.put(measure_cell(frame, "train_acc_last", sheet.key(metric="train_acc_mean",
                                 **key), "pct", scale=100), show_std=False, dagger=single)
     return {"labels": labels, "cells": [*tests, spread, train]}
 
@@ -196,7 +196,7 @@ def depth(runs: pd.DataFrame, config: dict):
         rows = []
         for arch, opt, choose in groups:
             frame = choose(b=b, optimizer=opt)
-            cells = [sheet.put(summarize(select(frame, sigma_w=s), tau, sheet.key(
+            cells = [sheet.put(measure_cell(select(frame, sigma_w=s), tau, sheet.key(
                          metric=tau, b=b, optimizer=opt, config=arch, sigma_w=s), "epoch",
                          event=True))
                      for s in FIVE for tau in ("tau_interp", "tau_best")]
@@ -228,7 +228,7 @@ def best_recipe(runs: pd.DataFrame, config: dict):
             frame = select(runs, family="best_recipe", optimizer=opt, b=b)
             key = dict(b=b, optimizer=opt, config="best_recipe")
             at = {s: select(frame, sigma_w=s) for s in EXTREMES}
-            cells = {(col, s): summarize(at[s], col, sheet.key(metric=metric, sigma_w=s,
+            cells = {(col, s): measure_cell(at[s], col, sheet.key(metric=metric, sigma_w=s,
                                                                **key), unit, scale, event)
                      for col, metric, unit, scale, event in BEST_COLUMNS for s in EXTREMES}
             tests = [cells["test_acc_best", s] for s in EXTREMES]
