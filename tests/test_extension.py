@@ -12,7 +12,7 @@ import pytest
 import torch
 from analysis_frames import scorecard_of
 
-from initmem.analysis import figures, tables
+from initmem.analysis import claims, figures, tables
 from initmem.analysis.figures.common import FigureInputs
 from initmem.plan import grid
 from initmem.plan.spec import OPTIMIZERS, Recipe
@@ -91,3 +91,13 @@ def test_the_scorecard_lists_lion_as_not_in_the_paper(config, records, tmp_path)
     lion = card[card["optimizer"] == "lion"]
     assert len(lion) > 0 and set(lion["verdict"]) == {"not in the paper"}
     assert not pd.isna(lion["reproduced"]).all()
+
+
+def test_lion_enters_the_claims_adaptive_cell_by_its_declaration(records):
+    """The claim that Adam-family methods wash out sigma_w selects `adaptive: true`: Lion
+    (declared adaptive) is in that cell with no claim edited."""
+    runs, _ = records
+    claim = next(c for c in claims.read_claims(ROOT / "paper" / "claims.yaml")
+                 if c["id"] == "adaptive_forget_b128")
+    cell = claims.select_cell(runs, {**claim["cells"]["adaptive"], "b": 16})  # Lion's b
+    assert set(cell["optimizer"]) == {"adam", "lion"}
