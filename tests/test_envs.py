@@ -132,3 +132,21 @@ def test_the_scan_finds_imports_by_hand():
     assert {"pyarrow", "pandas", "jsonschema", "yaml"} <= third_party_imports("records.aggregate")
     for module in ENV_MODULES["analysis"]:
         assert "torch" not in third_party_imports(module)
+
+
+def test_uv_gets_the_indexes_and_constraints_pip_is_configured_with():
+    """make venv installs with uv, which reads no pip configuration: workflow/uv_flags.py
+    passes pip's on, and a plain machine (no settings) gets no flags (PyPI, as pip)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "uv_flags", Path(__file__).parents[1] / "workflow" / "uv_flags.py")
+    uv_flags = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(uv_flags)
+    assert uv_flags.uv_flags({}) == []
+    assert uv_flags.uv_flags({"constraint": ["/c.txt"], "find-links": ["/w"],
+                              "extra-index-url": ["file:///a", "file:///b"]}) == [
+        "--constraint=/c.txt", "--find-links=/w", "--extra-index-url=file:///a",
+        "--extra-index-url=file:///b", "--index-strategy=unsafe-best-match"]
+    assert uv_flags.uv_flags({"index-url": ["https://mirror/simple"]}) == [
+        "--index-url=https://mirror/simple"]

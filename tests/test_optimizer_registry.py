@@ -224,9 +224,10 @@ def keras_steps(keras, recipe: Recipe, dtype: str) -> tuple[dict, dict]:
 def test_steps_equal_keras(name, hyperparameters, keras):
     """Measured: equal in float64 (0.0 apart) for every optimizer, declared or moved; moving
     the hyperparameters moves the weights by 1e-3 to 3e-2, and a Keras RMSprop written with
-    its epsilon outside the square root instead of inside fails here (1e-9 off). Keras' Muon cannot step float64
-    variables (its lr_adjust multiplies by a float32 scalar), so an optimizer whose Keras
-    class fails in float64 is compared in float32 (Muon: 1.5e-8 apart; atol 1e-6)."""
+    its epsilon outside the square root instead of inside fails here (1e-9 off). Keras'
+    Muon cannot step float64 variables (its lr_adjust multiplies by a float32 scalar), so
+    an optimizer whose Keras class fails in float64 is compared in float32 (Muon: 1.5e-8
+    apart; atol 1e-6)."""
     from tensorflow.errors import InvalidArgumentError
 
     recipe = registry_recipe(name, moved(name) if hyperparameters == "moved" else None)
