@@ -173,8 +173,11 @@ def plain(tex: str) -> str:
 def settings_table(config: dict) -> str:
     """Table 1 from the config, as initmem.analysis.tables builds it."""
     context = build(1, None, config).context
-    frame = pd.DataFrame(context["rows"]).map(plain)
-    frame.columns = ["Optimizer", "η0", "Momentum", "Weight decay", "Notes"]
+    frame = pd.DataFrame(context["rows"])
+    shown = frame.columns != "hyperparameters"  # Keras' names keep their underscores
+    frame.loc[:, shown] = frame.loc[:, shown].map(plain)
+    frame.columns = ["Optimizer", "η0", "Momentum", "Weight decay", "Notes",
+                     "Hyperparameters (Keras' names)"]
     note = (f"<p>η0 = {plain(context['lr0'])} with cosine decay (α = {context['alpha']}) "
             f"over {context['epochs']} epochs; Adam-family β1 = {context['beta1']}, "
             f"β2 = {context['beta2']} (Keras defaults).</p>")

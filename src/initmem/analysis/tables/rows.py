@@ -272,7 +272,12 @@ def optimizer_settings(config: dict) -> dict:
             decay += f" (AdamW path ${latex_number(recipe.muon_adam_weight_decay)}$)"
         rows.append({"label": shown.label, "lr0": f"${latex_number(recipe.lr0)}$",
                      "momentum": _momentum_cell(recipe), "weight_decay": decay,
-                     "notes": _notes_cell(shown.notes, recipe)})
+                     "notes": _notes_cell(shown.notes, recipe),
+                     # every hyperparameter as trained (the report's Table 1 shows them;
+                     # the PDF's keeps the paper's columns and notes the moved ones)
+                     "hyperparameters": ", ".join(
+                         f"{k}={v:g}" for k, v in recipe.optimizer_hyperparameters.items())
+                     or "---"})
     first = next(iter(recipes.values()))
     adam_like = next((r.optimizer_hyperparameters for r in recipes.values()
                       if "beta_2" in r.declaration.hyperparameters), {})
