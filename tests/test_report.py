@@ -232,7 +232,7 @@ def test_the_front_page_figure_is_inline_and_renders_through_docutils(tmp_path, 
     assert max(len(line) for line in out.read_text().splitlines()) < 10_000
     monkeypatch.chdir(tmp_path)
     front = (ROOT / "workflow" / "report" / "workflow.rst").read_text().split("{% if")[0]
-    html = publish_parts(front, writer_name="html",
+    html = publish_parts(front, writer="html",
                          settings_overrides={"halt_level": 2})["html_body"]
     data = re.search(r'src="data:image/png;base64,([^"]+)"', html).group(1)
     assert base64.b64decode(re.sub(r"\s", "", data)) == png.read_bytes()
