@@ -18,7 +18,7 @@ from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.grid import family_runs
-from initmem.plan.optimizers import optimizer_display, parse_hyperparameters
+from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import CELL_KEY, CONFIG_LABELS
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
@@ -78,7 +78,10 @@ def main_optimizers(config: dict) -> list[str]:
 
 def tex_labels(config: dict) -> dict[str, str]:
     """Row labels: optimizers by their config entry, architectures and configurations."""
-    optimizers = {name: d.tex_label for name, d in optimizer_display(config).items()}
+    # every declared optimizer has a row label, the config's entries renaming theirs: a
+    # table's paper rows name optimizers a small config need not run
+    optimizers = {name: d.tex_label for name, d in declarations().items()}
+    optimizers |= {name: d.tex_label for name, d in optimizer_display(config).items()}
     return {**ARCH_LABELS, **CONFIG_LABELS, **optimizers}
 
 
