@@ -118,3 +118,17 @@ def test_max_spread_is_unknown_while_any_configuration_is():
     no_ln_128 = [r for r in rows if not (r["arch"] == "resnet9_ln" and r["b"] == 128
                                          and r["sigma_w"] == 2.5)]
     assert math.isnan(macros.quote_value(quote, runs_table(no_ln_128))[0])
+
+
+def test_the_design_numbers_come_from_the_runs_of_any_config():
+    """The demo sets its main grid's epochs per variant (2, and 20 for its interpolating
+    cell); the paper's family recipe sets 300: both read from the expanded runs."""
+    from pathlib import Path
+
+    from initmem.plan import grid
+
+    root = Path(__file__).parents[1]
+    demo = macros.design_numbers(grid.load_config(root / "config" / "demo.yaml"))
+    paper = macros.design_numbers(grid.load_config(root / "config.yaml"))
+    assert demo["EpochsMain"] == "2/20" and paper["EpochsMain"] == "300"
+    assert paper["NumRunsMain"] == "6{,}250"

@@ -179,11 +179,13 @@ def design_numbers(config: dict) -> dict[str, str]:
     runs = grid.expand_runs(config)
     main = config["families"]["main"]
     count = sum(r.recipe.family == "main" for r in runs)
+    # from the runs, not the family's recipe: a variant or grid may set the epochs
+    epochs = sorted({r.recipe.epochs for r in runs if r.recipe.family == "main"})
     return {"NumRunsMain": f"{count:,}".replace(",", "{,}"),
             "NumRunsTotal": f"{len(runs):,}".replace(",", "{,}"),
             "NumSigmaMain": str(len(grid.sigma_values(config["sigma_sets"][main["sigma_w"]]))),
             "NumSeedsMain": str(len(config["seed_sets"][main["seeds"]])),
-            "EpochsMain": str(main["recipe"]["epochs"])}
+            "EpochsMain": "/".join(map(str, epochs))}
 
 
 def render(runs: pd.DataFrame, epochs: pd.DataFrame | None, config: dict) -> str:
