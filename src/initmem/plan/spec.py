@@ -21,6 +21,7 @@ from initmem.plan.architectures import ARCHS
 from initmem.plan.inputs import check_spec, load_yaml
 from initmem.plan.optimizers import (
     OPTIMIZERS,
+    RECIPE_FIELDS,
     OptimizerDeclaration,
     declarations,
     hyperparameter_text,
@@ -146,17 +147,14 @@ class Recipe:
         _check(value is None or (_finite(value) and value >= 0), "muon_adam_weight_decay",
                value, "null or a number >= 0")
         declared = self.declaration
-        for key, unset in (("momentum", 0.0), ("weight_decay", 0.0),
-                           ("muon_adam_weight_decay", None)):
-            value = getattr(self, key)
+        for key in RECIPE_FIELDS:
+            value, unset = getattr(self, key), Recipe.__dataclass_fields__[key].default
             if key in declared.requires:
-                _check(value != unset and value is not None, key, value,
-                       f"> 0 for optimizer {self.optimizer}")
-            elif key not in declared.takes:
+                _check(value != unset, key, value, f"> 0 for optimizer {self.optimizer}")
+            elif key not in declared.takes and value != unset:
                 takers = [n for n, d in declarations().items() if key in d.takes]
-                _check(value == unset, key, value,
-                       f"{unset if unset is not None else 'null'} for optimizer "
-                       f"{self.optimizer} (only {', '.join(takers)} take {key})")
+                _check(False, key, value, f"{'null' if unset is None else unset} for "
+                       f"optimizer {self.optimizer} (only {', '.join(takers)} take {key})")
 
     @property
     def declaration(self) -> OptimizerDeclaration:
