@@ -170,8 +170,8 @@ def test_byteflip_sweep_counts_every_flip_and_restores_the_file(tmp_path):
 
 
 # (time, what, rule, jobid, threads): a job's block opens with "localrule" or "rule"
-SNAKEMAKE_EVENTS = [("00:00", "localrule", "write_pack_spec", 4, 1),
-                    ("00:00", "Finished", "write_pack_spec", 4, 1),
+SNAKEMAKE_EVENTS = [("00:00", "localrule", "write_pack_specs", 4, 1),
+                    ("00:00", "Finished", "write_pack_specs", 4, 1),
                     ("00:00", "localrule", "train_a", 3, 1), ("00:00", "rule", "train_b", 5, 2),
                     ("00:30", "Finished", "train_a", 3, 1), ("01:00", "Finished", "train_b", 5, 2),
                     ("01:00", "localrule", "train_c", 6, 1),

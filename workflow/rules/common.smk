@@ -45,8 +45,6 @@ PACKS = {} if ARCHIVE else grid.make_packs(config)
 # The model of the training jobs' time limits, read once: execution.throughput_csv (its
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)
-# Above any training job's priority (its estimated seconds): specs are written first.
-SPEC_PRIORITY = 10**9
 RUNS_TABLE = "results/aggregate/runs.parquet"
 EPOCHS_TABLE = "results/aggregate/epochs.parquet"
 CONFIG_FILE = "results/config.yaml"
