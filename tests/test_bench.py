@@ -5,6 +5,7 @@ are made of.
 """
 
 import csv
+import os
 import random
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_training  # noqa: E402
 import byteflip  # noqa: E402
 import equivalence  # noqa: E402
+import fresh_demo  # noqa: E402
 import idle_cores  # noqa: E402
 import quiet  # noqa: E402
 
@@ -197,3 +199,20 @@ def test_idle_cores_from_a_snakemake_log():
     cores, jobs, last = idle_cores.training_jobs(snakemake_log(SNAKEMAKE_EVENTS))
     assert cores == 2 and [j.threads for j in jobs] == [1, 2, 1]
     assert idle_cores.idle(cores, jobs, last) == (120.0, 180.0, 60.0)
+
+
+def test_fresh_demo_phases_from_the_files_each_one_leaves(tmp_path):
+    """Each phase ends at its marker's mtime: venv 30 s, data 10 s, workflow 200 s from a
+    start at t = 1000; and the training's idle share from the demo's own Snakemake log."""
+    for (_, marker), end in zip(fresh_demo.PHASES, (1030, 1040, 1240), strict=True):
+        (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / marker).touch()
+        os.utime(tmp_path / marker, (end, end))
+    lines = fresh_demo.phase_lines(tmp_path, 1000.0)
+    assert [line.split()[-2] for line in lines[:3]] == ["30", "10", "200"]
+    assert "240 s (4.0 min, within the 5-minute target)" in lines[3]
+    log = tmp_path / ".snakemake" / "log" / "2026-12-03T100000.snakemake.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(snakemake_log(SNAKEMAKE_EVENTS)))
+    assert fresh_demo.idle_line(tmp_path) == \
+        "  training: 3 jobs on 2 cores, 120 s wall, cores idle 25.0% of it"
