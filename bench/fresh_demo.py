@@ -93,7 +93,9 @@ def main() -> None:
         checkout = clone(folder)
         start, others = quiet.others_share(lambda: make_demo(checkout, folder / "demo.log"))
         shown = "unknown" if others is None else f"{others:.0%}"
-        print(f"make demo from a fresh clone of {ROOT.name} "
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout,
+                                capture_output=True, text=True).stdout.strip()
+        print(f"make demo from a fresh clone at {commit} "
               f"(other processes: {shown} of the cores)")
         print("\n".join([*phase_lines(checkout, start), idle_line(checkout)]))
     finally:
