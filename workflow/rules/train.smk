@@ -13,8 +13,8 @@
 # training job is only ready once its spec exists, so specs written one per freed core
 # let whichever pack's spec came first train first, not the longest; and Snakemake runs
 # each `run:` job in a fresh process that parses the workflow again (4 s, so 2.5 of the
-# demo's 6 minutes went to 75 one-spec jobs). The specs are content-addressed: rewriting
-# them all when one is missing changes nothing.
+# demo's 6 minutes went to 75 one-spec jobs). When one spec is missing, all are written
+# again from the config as it is, which is what one job per spec wrote too.
 
 
 if TRAINING_JOBS:
