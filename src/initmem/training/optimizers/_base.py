@@ -54,11 +54,12 @@ def keras_float(x: float) -> float:
 
 @dataclass(frozen=True)
 class AdamMath:
-    """The hyperparameters of Keras' Adam math (Keras' names and defaults)."""
+    """The hyperparameters of Keras' Adam math (Keras' names; their defaults are the
+    optimizer's DECLARATION's)."""
 
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    epsilon: float = 1e-7
+    beta_1: float
+    beta_2: float
+    epsilon: float
 
 
 class Optimizer(ABC):

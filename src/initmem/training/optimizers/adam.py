@@ -1,4 +1,5 @@
-"""Keras Adam (epsilon hat, beta2 = 0.999): the Adam math of the base optimizer."""
+"""Keras Adam (epsilon hat; beta_1, beta_2, epsilon as declared): the Adam math of the base
+optimizer."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ DECLARATION = {"label": "Adam", "keras": "Adam", "adaptive": True, "takes": ["we
 class Adam(Optimizer):
     """Keras Adam (epsilon hat); with weight_decay > 0 it is Keras AdamW."""
 
-    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
-                 weight_decay: float = 0.0, adam: AdamMath | None = None):
+    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
+                 adam: AdamMath):
         super().__init__(named_params, weight_decay)
-        self.adam = adam or AdamMath()
+        self.adam = adam
         self._add_slot("m", self.params)
         self._add_slot("v", self.params)
 

@@ -1,18 +1,9 @@
 """Keras AdamW: Adam with decoupled weight decay before each update (Keras' AdamW is
-exactly that subclass of Adam)."""
+exactly that subclass of Adam), so it is built as Adam is, from the recipe's weight decay
+and the Adam hyperparameters its declaration takes from Adam's."""
 
-from __future__ import annotations
-
-from collections.abc import Iterable
-
-from torch import nn
-
-from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import AdamMath
-from initmem.training.optimizers.adam import Adam
+from initmem.training.optimizers import adam
 
 DECLARATION = {"label": "AdamW", "keras": "AdamW", "base": "adam"}
 
-
-def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Adam:
-    return Adam(named_params, recipe.weight_decay, AdamMath(**recipe.optimizer_hyperparameters))
+build = adam.build

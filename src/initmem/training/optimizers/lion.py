@@ -3,9 +3,9 @@ not run, and the example of adding an optimizer (docs/workflow.md, "Extending th
 
     w <- w - eta sign(beta1 m + (1 - beta1) g);   m <- beta2 m + (1 - beta2) g
 
-beta1 = 0.9, beta2 = 0.99 (Keras' defaults); decoupled weight decay before the update, as
-for every Keras optimizer. Its update has the same size in every coordinate, like Adam's
-normalised step: an adaptive method in the paper's sense (config: adaptive: true).
+beta1 = 0.9, beta2 = 0.99 by default (Keras'); decoupled weight decay before the update,
+as for every Keras optimizer. Its update has the same size in every coordinate, like
+Adam's normalised step: an adaptive method in the paper's sense (its declaration says so).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True, "takes": ["we
 
 class Lion(Optimizer):
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
-                 weight_decay: float = 0.0, beta_1: float = 0.9, beta_2: float = 0.99):
+                 weight_decay: float, *, beta_1: float, beta_2: float):
         super().__init__(named_params, weight_decay)
         self.beta_1, self.beta_2 = beta_1, beta_2
         self._add_slot("m", self.params)
