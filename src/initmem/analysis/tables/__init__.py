@@ -22,7 +22,7 @@ import jinja2
 import pandas as pd
 
 from initmem.analysis.tables import rows as table_rows
-from initmem.analysis.tables.cells import Cell, legend
+from initmem.analysis.tables.cells import Cell, legend, tex_escape
 from initmem.errors import InputError
 from initmem.plan.grid import load_config
 from initmem.vocabulary import SYNTHETIC_MARK, generated
@@ -47,17 +47,6 @@ class Table:
     @property
     def missing(self) -> list[str]:
         return sorted({r for c in self.cells for r in c.missing})
-
-
-TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                "§": r"\S{}"}
-
-
-def tex_escape(text: object) -> str:
-    """Plain text as LaTeX prints it (the `tex` filter)."""
-    return "".join(TEX_SPECIALS.get(ch, ch) for ch in str(text))
 
 
 def environment() -> jinja2.Environment:

@@ -27,6 +27,17 @@ NO_DATA = r"\textcolor{red}{\textbf{??}}"
 NEVER = "---"
 DAGGER = r"^{\dagger}"  # inside the cell's math
 
+TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                "§": r"\S{}"}
+
+
+def tex_escape(text: object) -> str:
+    """Plain text as LaTeX prints it (the `tex` filter)."""
+    return "".join(TEX_SPECIALS.get(ch, ch) for ch in str(text))
+
+
 LEGEND = {
     "no_data": NO_DATA + ": no run with a record behind this cell",
     "never": NEVER + ": never reached by any run",
@@ -72,7 +83,7 @@ def provenance(frame: pd.DataFrame) -> dict[str, object]:
 
 
 def measure_cell(frame: pd.DataFrame, column: str, key: dict[str, object], unit: str,
-              scale: float = 1.0, event: bool = False) -> Cell:
+                 scale: float = 1.0, event: bool = False) -> Cell:
     """Mean and seed std of `column` (times `scale`) over the runs with a value."""
     values = frame[column].dropna().astype(float) * scale
     n = len(values)

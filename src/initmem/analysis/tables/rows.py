@@ -15,7 +15,7 @@ from functools import partial
 import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
-from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
+from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell, tex_escape
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.grid import family_runs
 from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters
@@ -106,7 +106,7 @@ def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
             used.append(frame)
             key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
             cells = [sheet.put(measure_cell(frame, col, sheet.key(metric=col, **key), unit,
-                                         event=event), digits=digits, sign=signed)
+                                            event=event), digits=digits, sign=signed)
                      for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
             rows.append({"b": b, "optimizer": labels[opt], "cells": cells})
     context = {"sigma_w": f"{sigma_w:g}", "rows": rows, "seeds": sheet.seeds(),
@@ -121,15 +121,16 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
     test cell is a single seed. mark_single: daggers on the single-seed cells of a row
     that mixes single- and multi-seed cells."""
     at = {s: select(frame, sigma_w=s) for s in FIVE}
-    test_cells = [measure_cell(at[s], "test_acc_best", sheet.key(metric="test_acc", sigma_w=s,
-                                                              **key), "pct", scale=100)
+    test_cells = [measure_cell(at[s], "test_acc_best",
+                               sheet.key(metric="test_acc", sigma_w=s, **key), "pct", scale=100)
                   for s in FIVE]
     single = [c.n == 1 for c in test_cells]
     mixed = mark_single and any(single) and not all(single)
     tests = [sheet.put(c, pm=PM, dagger=mixed and one)
              for c, one in zip(test_cells, single, strict=True)]
-    trains = [sheet.put(measure_cell(at[s], train, sheet.key(metric="train_acc", sigma_w=s,
-                                                          **key), "pct", scale=100), pm=PM)
+    trains = [sheet.put(measure_cell(at[s], train,
+                                     sheet.key(metric="train_acc", sigma_w=s, **key), "pct",
+                                     scale=100), pm=PM)
               for s in FIVE] if train else []
     spread_text = sheet.put(derived(frame, spread_pp(frame, FIVE),
                                     sheet.key(metric="spread", **key), "pp"))
@@ -163,8 +164,9 @@ def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -
     """A row of Table 4; a row of single-seed entries carries its dagger on Train."""
     frame = select(frame, sigma_w=list(FIVE))
     tests, _, spread, single = sweep_row(sheet, frame, key, train=None, mark_single=True)
-    train = sheet.put(measure_cell(frame, "train_acc_last", sheet.key(metric="train_acc_mean",
-                                **key), "pct", scale=100), show_std=False, dagger=single)
+    train = sheet.put(measure_cell(frame, "train_acc_last",
+                                   sheet.key(metric="train_acc_mean", **key), "pct", scale=100),
+                      show_std=False, dagger=single)
     return {"labels": labels, "cells": [*tests, spread, train]}
 
 
@@ -231,8 +233,9 @@ def best_recipe(runs: pd.DataFrame, config: dict):
             frame = select(runs, family="best_recipe", optimizer=opt, b=b)
             key = dict(b=b, optimizer=opt, config="best_recipe")
             at = {s: select(frame, sigma_w=s) for s in EXTREMES}
-            cells = {(col, s): measure_cell(at[s], col, sheet.key(metric=metric, sigma_w=s,
-                                                               **key), unit, scale, event)
+            cells = {(col, s): measure_cell(at[s], col,
+                                            sheet.key(metric=metric, sigma_w=s, **key), unit,
+                                            scale, event)
                      for col, metric, unit, scale, event in BEST_COLUMNS for s in EXTREMES}
             tests = [cells["test_acc_best", s] for s in EXTREMES]
             delta = abs(tests[0].mean - tests[1].mean) if all(c.n for c in tests) else math.nan
@@ -303,8 +306,7 @@ def _notes_cell(notes: str, recipe: Recipe) -> str:
     changed = parse_hyperparameters(recipe.hyperparameters)
     if not changed:
         return notes
-    text = ", ".join(rf"\texttt{{{k.replace('_', chr(92) + '_')}}}$=${v:g}"
-                     for k, v in changed.items())
+    text = ", ".join(rf"\texttt{{{tex_escape(k)}}}$=${v:g}" for k, v in changed.items())
     return text if notes == "---" else f"{notes}; {text}"
 
 
