@@ -95,8 +95,8 @@ def write_fake_run(root: str | Path, run: Run, epochs: int | None = None) -> Non
     """Records of one run under root/<run_dir>/, record_source "generated"."""
     history = fake_history(run, epochs or run.recipe.epochs)
     summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
-                        diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
-                        device="cpu", record_source="generated")
+                             diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
+                             device="cpu", record_source="generated")
     write_records(Path(root) / run.run_dir, history, summary)
 
 

@@ -189,9 +189,8 @@ def _stop_unless_confirmed(packs):
 REPORT_DIR = "results/report"
 CAPTIONS = Path(workflow.basedir) / "workflow" / "report"
 MARKS_FILE = f"{REPORT_DIR}/marks.json"
-FRONT_FILE = (
-    f"{REPORT_DIR}/front.rst"  # the front page's figure (workflow.rst includes it)
-)
+# The front page's figure (workflow/report/workflow.rst includes it).
+FRONT_FILE = f"{REPORT_DIR}/front.rst"
 
 
 def config_path():

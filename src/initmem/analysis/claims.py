@@ -416,7 +416,7 @@ def _shown(e: Estimate) -> str:
 
 
 def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
-             planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
+                planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
     cells = {name: select_cell(runs, spec) for name, spec in claim["cells"].items()}
     values, missing = {}, []
     for name, spec in claim["values"].items():

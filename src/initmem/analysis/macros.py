@@ -100,7 +100,7 @@ QUOTES = [
 
 
 def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None
-             ) -> tuple[float, pd.DataFrame]:
+                ) -> tuple[float, pd.DataFrame]:
     """(value, the runs behind it); NaN when the runs cannot give it."""
     frame = select(runs, **quote.where)
     if quote.sigmas is not None:

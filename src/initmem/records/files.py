@@ -119,10 +119,10 @@ class RecordError(InputError):
 
 
 def summary_record(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
-              diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
-              device: str, determinism: str = "", torch_version: str | None = None,
-              data_verification: str | None = None, test_acc_best: float | None = None,
-              record_source: str = TRAINED) -> dict[str, Any]:
+                   diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
+                   device: str, determinism: str = "", torch_version: str | None = None,
+                   data_verification: str | None = None, test_acc_best: float | None = None,
+                   record_source: str = TRAINED) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history; `test_acc_best`,
     where given, is the weights at tau_best tested on Recipe.best_test_subset images."""
     h = history.sort_values("epoch").reset_index(drop=True)

@@ -375,15 +375,15 @@ class PackTrainer:
         i = self.loop.states.index(state)
         history = history_frame(state.history)
         summary = summary_record(state.run, history,
-                            test_acc_best=self._best_test_accuracy(i),
-                            kernel_fro_norm_init=self.loop.kernel_fro_norm_init[i],
-                            diverged_epoch=state.diverged_epoch,
-                            early_stopped=state.early_stopped,
-                            wall_time_s=self.loop.elapsed_s, device=str(self.device),
-                            determinism=f"{determinism_settings(self.device)}; "
-                                        f"{self.train_step.describe()}",
-                            torch_version=torch.__version__,
-                            data_verification=self.splits.verification)
+                                 test_acc_best=self._best_test_accuracy(i),
+                                 kernel_fro_norm_init=self.loop.kernel_fro_norm_init[i],
+                                 diverged_epoch=state.diverged_epoch,
+                                 early_stopped=state.early_stopped,
+                                 wall_time_s=self.loop.elapsed_s, device=str(self.device),
+                                 determinism=f"{determinism_settings(self.device)}; "
+                                             f"{self.train_step.describe()}",
+                                 torch_version=torch.__version__,
+                                 data_verification=self.splits.verification)
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)

@@ -44,7 +44,7 @@ RC = {
     "figure.dpi": 100,
 }
 
-# Optimizers take their colours from the config (initmem.plan.schema.optimizer_display).
+# Optimizers take their colours from the config (initmem.plan.optimizers.optimizer_display).
 L2_COLOR = "#2ca02c"  # SGD with explicit L2 (Fig. 6)
 BASELINE_COLOR = "0.45"  # grey reference curves (Fig. 8)
 MISSING_COLOR = "#b00020"
