@@ -36,6 +36,7 @@ from initmem.analysis import gates, inference, metrics
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
+from initmem.markup import md_escape
 from initmem.plan.inputs import load_yaml
 from initmem.plan.optimizers import PROPERTIES, optimizers_where
 from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated
@@ -555,17 +556,15 @@ def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
 def render_markdown(table: pd.DataFrame) -> str:
     """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, the
     gates, the verdict and its reason in a sentence."""
-    def cell(text: object) -> str:
-        return str(text).replace("|", "\\|")
-
     robust = "robustness" in table
     head = "| claim | paper | ours [95% CI] | gates | verdict | why |" + (
         " robustness |" if robust else "")
     lines = [head, "|" + " --- |" * (7 if robust else 6)]
     for r in table.to_dict("records"):
-        line = (f"| `{r['id']}` ({r['section']}) | {cell(r['paper'])} | {cell(r['ours'])} | "
-                f"{cell(r['gates_in_short'])} | **{r['verdict']}** | {cell(r['reason'])} |")
-        lines.append(line + (f" {cell(r['robustness'])} |" if robust else ""))
+        line = (f"| `{r['id']}` ({md_escape(r['section'])}) | {md_escape(r['paper'])} | "
+                f"{md_escape(r['ours'])} | {md_escape(r['gates_in_short'])} | "
+                f"**{r['verdict']}** | {md_escape(r['reason'])} |")
+        lines.append(line + (f" {md_escape(r['robustness'])} |" if robust else ""))
     return "\n".join(lines) + "\n"
 
 

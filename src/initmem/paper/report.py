@@ -145,7 +145,8 @@ def cells_table(cells: pd.DataFrame, optimizers: dict[str, str]) -> str:
         return "<p>No cells.</p>"
     keys = [k for k in ("b", "optimizer", "config", "lr0", "l2") if cells[k].notna().any()]
     columns = [k for k in ("metric", "sigma_w") if cells[k].notna().any()]
-    labels = readable(cells[keys + columns].map(key_text), optimizers)
+    # the cells' own HTML goes in unescaped (to_html(escape=False)): the names as text
+    labels = readable(cells[keys + columns].map(key_text), optimizers).map(html.escape)
     keys, columns = [KEY_LABELS[k] for k in keys], [KEY_LABELS[k] for k in columns]
     labels["text"] = cells.apply(cell_text, axis=1)
     rows = list(dict.fromkeys(labels[keys].itertuples(index=False, name=None)))
@@ -174,7 +175,8 @@ def settings_table(config: dict) -> str:
     """Table 1 from the config, as initmem.analysis.tables builds it."""
     context = build(1, None, config).context
     frame = pd.DataFrame(context["rows"])
-    shown = frame.columns != "hyperparameters"  # Keras' names keep their underscores
+    # the label is text already; Keras' names keep their underscores
+    shown = ~frame.columns.isin(["label", "hyperparameters"])
     frame.loc[:, shown] = frame.loc[:, shown].map(plain)
     frame.columns = ["Optimizer", "η0", "Momentum", "Weight decay", "Notes",
                      "Hyperparameters (Keras' names)"]

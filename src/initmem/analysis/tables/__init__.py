@@ -22,8 +22,9 @@ import jinja2
 import pandas as pd
 
 from initmem.analysis.tables import rows as table_rows
-from initmem.analysis.tables.cells import Cell, legend, tex_escape
+from initmem.analysis.tables.cells import Cell, legend
 from initmem.errors import InputError
+from initmem.markup import tex_escape
 from initmem.plan.grid import load_config
 from initmem.vocabulary import SYNTHETIC_MARK, generated
 

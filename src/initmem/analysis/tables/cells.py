@@ -27,17 +27,6 @@ NO_DATA = r"\textcolor{red}{\textbf{??}}"
 NEVER = "---"
 DAGGER = r"^{\dagger}"  # inside the cell's math
 
-TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                "§": r"\S{}"}
-
-
-def tex_escape(text: object) -> str:
-    """Plain text as LaTeX prints it (the `tex` filter)."""
-    return "".join(TEX_SPECIALS.get(ch, ch) for ch in str(text))
-
-
 LEGEND = {
     "no_data": NO_DATA + ": no run with a record behind this cell",
     "never": NEVER + ": never reached by any run",

@@ -15,7 +15,8 @@ from functools import partial
 import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
-from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell, tex_escape
+from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
+from initmem.markup import tex_escape
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.grid import family_runs
 from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters

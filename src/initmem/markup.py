@@ -1,0 +1,35 @@
+"""Text into LaTeX and Markdown: one escaping function per format (HTML: html.escape).
+
+A string that came from a config or a runs archive (an optimizer's label, an archive's
+path, a record's source) is text: escaped, it prints as typed and can never be a command
+(LaTeX's \\input of a local file) or a tag (HTML's stored script). The only raw LaTeX
+the project renders is a config's `tex_label` and `notes`, and only from a config the
+user typed, never from an archive's (initmem.plan.optimizers.display).
+"""
+
+from __future__ import annotations
+
+TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                "§": r"\S{}",
+                # a bracket after \\ or \midrule would be read as its optional argument
+                "[": "{[}", "]": "{]}"}
+# Inline Markdown (a table cell): code, emphasis, links, raw HTML, entities, the cell's
+# own bars; each is literal after a backslash (CommonMark's escapes).
+MARKDOWN_SPECIALS = frozenset("\\`*_[]<>&|~")
+
+
+def _one_line(text: object) -> str:
+    """Control characters (a newline ends a paragraph, a table row) as spaces."""
+    return "".join(" " if ord(ch) < 32 or ord(ch) == 127 else ch for ch in str(text))
+
+
+def tex_escape(text: object) -> str:
+    """Plain text as LaTeX prints it (the templates' `tex` filter)."""
+    return "".join(TEX_SPECIALS.get(ch, ch) for ch in _one_line(text))
+
+
+def md_escape(text: object) -> str:
+    """Plain text as a Markdown table cell prints it."""
+    return "".join("\\" + ch if ch in MARKDOWN_SPECIALS else ch for ch in _one_line(text))
