@@ -36,10 +36,15 @@ from initmem.plan.schema import (
 )
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
 
-__all__ = ["SCHEMA_PATH", "ConfigError", "expand_runs", "experiment_config", "family_runs",
-           "load_config", "make_packs", "pack_id", "sigma_values", "validate_config"]
+__all__ = ["SCHEMA_PATH", "ConfigError", "archived", "expand_runs", "experiment_config",
+           "family_runs", "load_config", "make_packs", "pack_id", "sigma_values",
+           "validate_config"]
 
-EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families")
+# from_archive: the config was read from a runs archive (`initmem archive config`), so its
+# display strings are data, rendered as text (initmem.plan.optimizers.display)
+FROM_ARCHIVE = "from_archive"
+EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families",
+                   FROM_ARCHIVE)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -64,6 +69,14 @@ def experiment_config(config: dict[str, Any]) -> dict[str, Any]:
     where or how they are computed (execution, data, archive), so analyses that depend on
     it are not redone when only those change."""
     return {key: config[key] for key in EXPERIMENT_KEYS if key in config}
+
+
+def archived(config: Any) -> dict[str, Any]:
+    """An archive's experiment config, marked as read from an archive whatever it says."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"invalid config: an archive's config must be a mapping, not "
+                          f"{type(config).__name__}")
+    return {**config, FROM_ARCHIVE: True}
 
 
 def _check_names(config: dict[str, Any]) -> None:

@@ -3,8 +3,9 @@
 An optimizer is the module `src/initmem/training/optimizers/<name>.py`. Beside its torch
 code it holds one literal, `DECLARATION = {...}`, that every other stage reads from here:
 
-    label            its name in Table 1 and the figures (a config entry may rename it)
-    tex_label        its name in Tables 2-7 (default: label)
+    label            its name in Table 1 and the figures, as text (a config entry may
+                     rename it)
+    tex_label        its name in Tables 2-7, as LaTeX (default: label, escaped)
     keras            the keras.optimizers class it reproduces (null: none); its tests then
                      compare it with that class in float64
     adaptive         an adaptive method in the paper's sense: Fig. 6's right column, the
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.markup import tex_escape
 
 OPTIMIZER_DIR = Path(__file__).resolve().parents[1] / "training" / "optimizers"
 RECIPE_FIELDS = ("momentum", "weight_decay", "muon_adam_weight_decay")  # what `takes` names
@@ -84,7 +86,8 @@ def _declaration(path: Path) -> OptimizerDeclaration:
     if bad or "label" not in data:
         raise InputError(f"{path}: DECLARATION keys {bad or ''} not allowed / label missing; "
                          f"keys must be among {', '.join(sorted(allowed))}, label required")
-    data = {"tex_label": data["label"], "keras": None, "adaptive": False, "takes": (), **data}
+    data = {"tex_label": tex_escape(data["label"]), "keras": None, "adaptive": False,
+            "takes": (), **data}
     for key in ("takes", "requires"):
         data[key] = tuple(data.get(key, ()))
         unknown = [f for f in data[key] if f not in RECIPE_FIELDS]
@@ -149,26 +152,38 @@ class OptimizerDisplay:
     entry's display keys (DISPLAY_KEYS), then a palette colour."""
 
     name: str
-    label: str  # Table 1 and the figures
-    tex_label: str  # Tables 2-7
+    label: str  # Table 1 and the figures: text
+    tex_label: str  # Tables 2-7: LaTeX
     colour: str
     adaptive: bool
-    notes: str = "---"
+    notes: str = "---"  # Table 1's notes: LaTeX
 
 
 def optimizer_display(config: dict[str, Any]) -> dict[str, OptimizerDisplay]:
-    """name -> display of every optimizer of the config's `optimizers`, in its order."""
+    """name -> display of every optimizer of the config's `optimizers`, in its order; a
+    config read from a runs archive (`from_archive`) gives text, never LaTeX."""
+    latex = not config.get("from_archive", False)
     shown = {}
     for i, (name, entry) in enumerate(config.get("optimizers", {}).items()):
-        shown[name] = display(name, entry, PALETTE[i % len(PALETTE)])
+        shown[name] = display(name, entry, PALETTE[i % len(PALETTE)], latex=latex)
     return shown
 
 
-def display(name: str, entry: dict[str, Any], colour: str) -> OptimizerDisplay:
-    """One optimizer's display: a config entry's keys over its declaration's."""
+def display(name: str, entry: dict[str, Any], colour: str, *,
+            latex: bool = True) -> OptimizerDisplay:
+    """One optimizer's display: a config entry's keys over its declaration's. The entry's
+    tex_label and notes are LaTeX only with `latex` (a config the user typed); otherwise,
+    an archive's config being data, they are text: its tex_label is not read (the label
+    stands, escaped) and its notes print as written, so no command in them runs."""
     declared = declarations().get(name)
     label = entry.get("label", declared.label if declared else name)
-    tex_label = entry.get("tex_label", declared.tex_label if declared and "label" not in entry
-                          else label)
+    if latex and "tex_label" in entry:
+        tex_label = entry["tex_label"]
+    elif declared and "label" not in entry:
+        tex_label = declared.tex_label
+    else:
+        tex_label = tex_escape(label)
+    notes = entry.get("notes", "---")
     return OptimizerDisplay(name, label, tex_label, entry.get("colour", colour),
-                            bool(declared and declared.adaptive), entry.get("notes", "---"))
+                            bool(declared and declared.adaptive),
+                            notes if latex else tex_escape(notes))

@@ -25,7 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from initmem.plan.grid import expand_runs, experiment_config, load_config, validate_config
+from initmem.plan.grid import (
+    archived,
+    expand_runs,
+    experiment_config,
+    load_config,
+    validate_config,
+)
 from initmem.plan.spec import Run
 from initmem.records.archive import read_archive, read_manifest
 from initmem.records.files import (
@@ -154,7 +160,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _archive_records(config: dict[str, Any], archive: Path) -> tuple[pa.Table, pa.Table]:
-    if read_manifest(archive)["config"] != experiment_config(config):
+    # compared as both would be read from the archive (`archive config` marks its own)
+    if experiment_config(archived(read_manifest(archive)["config"])) != \
+            experiment_config(archived(config)):
         print(f"warning: {archive} was made from another config; the runs it lacks "
               "count as missing. Its own config: python -m initmem archive config "
               f"{archive} --out archived.yaml", file=sys.stderr)
@@ -165,7 +173,7 @@ def tables_from_archive(config_path: Path | None, archive: Path
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs and epochs tables of an archive, in memory (as `initmem aggregate` writes),
     for the runs of `config_path` (None: the config the archive was made from)."""
-    config = (validate_config(read_manifest(archive)["config"]) if config_path is None
+    config = (validate_config(archived(read_manifest(archive)["config"])) if config_path is None
               else load_config(config_path))
     table, epochs = aggregate(expand_runs(config), *_archive_records(config, archive))
     return table, epochs.to_pandas()

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from initmem import __version__
-from initmem.plan.grid import expand_runs, experiment_config, load_config
+from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
 from initmem.records.files import (
     HISTORY_COLUMNS,
     SCHEMA_VERSION,
@@ -176,7 +176,8 @@ def main(args: argparse.Namespace) -> int:
     elif args.action == "unpack":
         print(f"{unpack(args.archive, args.out)} runs written under {args.out}")
     else:
-        text = yaml.safe_dump(read_manifest(args.archive)["config"], sort_keys=False)
+        text = yaml.safe_dump(archived(read_manifest(args.archive)["config"]),
+                              sort_keys=False)
         if args.out is None:
             print(text, end="")
         else:
