@@ -8,6 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 2
 CIFAR_ROOT ?= data/cifar10
+# A value typed on the command line as one shell word, never code: 'it'\''s' for it's.
+quote = '$(subst ','\'',$(1))'
 
 # The laptop-scale study (docs/laptop.md): v2, designed from the claims; its central cells
 # rerun with two threads per pack from a later commit (robustness). The first study's
@@ -22,7 +24,8 @@ ARCHIVE ?=
 REPORT := results/report/report.html
 ARCHIVED_CONFIG := results/report/archived.yaml
 CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
-REPORT_FLAGS = --configfile $(CONFIG) $(if $(ARCHIVE),--config archive=$(ARCHIVE))
+REPORT_FLAGS = --configfile $(call quote,$(CONFIG)) \
+	$(if $(ARCHIVE),--config archive=$(call quote,$(ARCHIVE)))
 
 .PHONY: prerequisites venv data demo laptop report slurm-profile test test-slow lint clean
 
@@ -53,14 +56,14 @@ $(VENV)/.installed: pyproject.toml
 # (there, the team's offline copy beside the checkout, or the official release reachable),
 # then built from the offline copy or downloaded once the venv exists.
 data: venv
-	@workflow/cifar10.sh get $(CIFAR_ROOT) $(BIN)/python
+	@workflow/cifar10.sh get $(call quote,$(CIFAR_ROOT)) $(BIN)/python
 
 # results/ holds one config's outputs at a time (results/config.yaml): the demo, the
 # laptop study and a report never mix their tables, figures, PDF and report there.
 OWNS_RESULTS = $(BIN)/initmem results --config
 
 demo: prerequisites
-	@workflow/cifar10.sh check $(CIFAR_ROOT)
+	@workflow/cifar10.sh check $(call quote,$(CIFAR_ROOT))
 	$(MAKE) --no-print-directory venv data
 	@$(OWNS_RESULTS) config/demo.yaml
 	$(BIN)/snakemake all --cores $(CORES) --configfile config/demo.yaml
@@ -78,20 +81,20 @@ laptop: venv
 # Builds what the report shows (training the demo first if `make demo` has not), then the
 # report itself: one self-contained HTML file.
 report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
-	@$(OWNS_RESULTS) $(CONFIG)
+	@$(OWNS_RESULTS) $(call quote,$(CONFIG))
 	$(BIN)/snakemake report_files --cores $(CORES) $(REPORT_FLAGS)
 	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
 	@echo "open $(REPORT) in a browser"
 
 $(ARCHIVED_CONFIG): $(ARCHIVE)
 	mkdir -p $(@D)
-	$(BIN)/python -m initmem archive config $(ARCHIVE) --out $@
+	$(BIN)/python -m initmem archive config $(call quote,$(ARCHIVE)) --out $(call quote,$@)
 
 # Once per user on a SLURM cluster: the named profile, so `snakemake --profile slurm all`
 # works as typed (FORCE=1 replaces a different profile already there).
 slurm-profile: venv
-	$(BIN)/initmem slurm-profile $(if $(ACCOUNT),--account $(ACCOUNT)) \
-		$(if $(PARTITION),--partition $(PARTITION)) $(if $(FORCE),--force)
+	$(BIN)/initmem slurm-profile $(if $(ACCOUNT),--account $(call quote,$(ACCOUNT))) \
+		$(if $(PARTITION),--partition $(call quote,$(PARTITION))) $(if $(FORCE),--force)
 
 # One torch thread per test worker: -n auto runs a worker per core (threads would oversubscribe).
 # --dist loadgroup: the SLURM tests share one worker (they read one cluster's queue).

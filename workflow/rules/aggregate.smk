@@ -14,7 +14,7 @@ rule write_config:
         # only what decides the runs: changing execution or data settings redoes nothing
         text=yaml.safe_dump(grid.experiment_config(config), sort_keys=False),
     shell:
-        "printf '%s' {params.text:q} > {output} 2> {log}"
+        "printf '%s' {params.text:q} > {output:q} 2> {log:q}"
 
 
 rule aggregate_runs:
@@ -31,7 +31,7 @@ rule aggregate_runs:
         "../../envs/analysis.yaml"
     params:
         initmem=INITMEM,
-        source=f"--archive {ARCHIVE}" if ARCHIVE else "--records results/runs",
+        source=["--archive", ARCHIVE] if ARCHIVE else ["--records", "results/runs"],
     shell:
-        "{params.initmem} aggregate --config {input.config} {params.source} "
-        "--runs {output.runs} --epochs {output.epochs} > {log} 2>&1"
+        "{params.initmem} aggregate --config {input.config:q} {params.source:q} "
+        "--runs {output.runs:q} --epochs {output.epochs:q} > {log:q} 2>&1"

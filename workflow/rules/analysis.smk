@@ -18,10 +18,10 @@ rule render_table:
         "../../envs/analysis.yaml"
     params:
         initmem=INITMEM,
-        strict="--strict" if config["strict"] else "",
+        strict=["--strict"] if config["strict"] else [],
     shell:
-        "{params.initmem} table {wildcards.n} --runs {input.runs} --config {input.config} "
-        "--out {output.tex} {params.strict} > {log} 2>&1"
+        "{params.initmem} table {wildcards.n:q} --runs {input.runs:q} "
+        "--config {input.config:q} --out {output.tex:q} {params.strict:q} > {log:q} 2>&1"
 
 
 rule render_settings_table:
@@ -39,7 +39,8 @@ rule render_settings_table:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} table 1 --config {input.config} --out {output.tex} > {log} 2>&1"
+        "{params.initmem} table 1 --config {input.config:q} --out {output.tex:q} "
+        "> {log:q} 2>&1"
 
 
 rule draw_figure:
@@ -60,8 +61,9 @@ rule draw_figure:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} figure {wildcards.n} --runs {input.runs} --epochs {input.epochs} "
-        "--config {input.config} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "{params.initmem} figure {wildcards.n:q} --runs {input.runs:q} "
+        "--epochs {input.epochs:q} --config {input.config:q} --pdf {output.pdf:q} "
+        "--png {output.png:q} > {log:q} 2>&1"
 
 
 rule draw_toy_figure:
@@ -78,7 +80,7 @@ rule draw_toy_figure:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} figure 9 --pdf {output.pdf} --png {output.png} > {log} 2>&1"
+        "{params.initmem} figure 9 --pdf {output.pdf:q} --png {output.png:q} > {log:q} 2>&1"
 
 
 rule write_macros:
@@ -96,8 +98,8 @@ rule write_macros:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} macros --runs {input.runs} --epochs {input.epochs} "
-        "--config {input.config} --out {output} > {log} 2>&1"
+        "{params.initmem} macros --runs {input.runs:q} --epochs {input.epochs:q} "
+        "--config {input.config:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule score_reproduction:
@@ -116,9 +118,9 @@ rule score_reproduction:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} scorecard --runs {input.runs} --tables results/tables "
-        "--published {input.published} --out-csv {output.csv} --out-tex {output.tex} "
-        "> {log} 2>&1"
+        "{params.initmem} scorecard --runs {input.runs:q} --tables results/tables "
+        "--published {input.published:q} --out-csv {output.csv:q} "
+        "--out-tex {output.tex:q} > {log:q} 2>&1"
 
 
 rule judge_claims:
@@ -141,16 +143,18 @@ rule judge_claims:
     params:
         initmem=INITMEM,
         # reruns of the same config, judged each: a claim whose verdicts differ is "not robust"
-        compared=" ".join(
-            f"--archive {a} --label {a}" for a in config["compare_archives"]
-        ),
+        compared=[
+            word
+            for a in config["compare_archives"]
+            for word in ("--archive", a, "--label", a)
+        ],
         label=ARCHIVE or "results/runs",
         # the verdicts are the engine's: a new engine judges again
         engine=source_digest(
             "analysis/claims.py", "analysis/inference.py", "analysis/gates.py"
         ),
     shell:
-        "{params.initmem} claims --runs {input.runs} --epochs {input.epochs} "
-        "--label {params.label} {params.compared} --config {input.config} "
-        "--claims {input.claims} --out-csv {output.csv} --out-tex {output.tex} "
-        "--out-md {output.md} --out-values {output.values} > {log} 2>&1"
+        "{params.initmem} claims --runs {input.runs:q} --epochs {input.epochs:q} "
+        "--label {params.label:q} {params.compared:q} --config {input.config:q} "
+        "--claims {input.claims:q} --out-csv {output.csv:q} --out-tex {output.tex:q} "
+        "--out-md {output.md:q} --out-values {output.values:q} > {log:q} 2>&1"

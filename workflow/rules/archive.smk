@@ -17,5 +17,5 @@ if not ARCHIVE:
         params:
             initmem=INITMEM,
         shell:
-            "{params.initmem} archive pack --config {input.config} --records results/runs "
-            "--out {output} > {log} 2>&1"
+            "{params.initmem} archive pack --config {input.config:q} "
+            "--records results/runs --out {output:q} > {log:q} 2>&1"

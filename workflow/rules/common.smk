@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -35,7 +36,10 @@ validate(config, str(grid.SCHEMA_PATH))
 # documents no API for the deployment method in use; workflow.deployment_settings is
 # where Snakemake 9 keeps the --sdm setting.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-PYTHON = f"PYTHONPATH={SRC} {'python' if USE_CONDA else sys.executable}"
+# Every other value reaches a rule's shell command as a list formatted with :q (one quoted
+# word each): a path or config value is an argument, never code.
+INTERPRETER = "python" if USE_CONDA else sys.executable
+PYTHON = f"PYTHONPATH={shlex.quote(str(SRC))} {shlex.quote(INTERPRETER)}"
 INITMEM = f"{PYTHON} -m initmem"
 
 EXECUTION = config["execution"]
@@ -119,17 +123,17 @@ SWITCH = {"auto": "auto", True: "on", False: "off"}
 
 
 def train_flags():
+    """train's options, a list of words (the rule quotes each)."""
     data = config["data"]
-    flags = [f"--data-root {data['root']}", f"--device {EXECUTION['device']}"]
-    flags += [
-        f"--{key.replace('_', '-')} {SWITCH[EXECUTION[key]]}" for key in SPEED_PATHS
-    ]
+    flags = ["--data-root", data["root"], "--device", EXECUTION["device"]]
+    for key in SPEED_PATHS:
+        flags += [f"--{key.replace('_', '-')}", SWITCH[EXECUTION[key]]]
     flags += [] if EXECUTION["compaction"] else ["--no-compaction"]
     if EXECUTION["tensorboard"]:  # live learning curves, never read back
-        flags.append(f"--tensorboard {EXECUTION['tensorboard']}")
+        flags += ["--tensorboard", EXECUTION["tensorboard"]]
     flags += ["--download"] if data["download"] else []
     flags += ["--allow-unverified"] if data["allow_unverified"] else []
-    return " ".join(flags)
+    return flags
 
 
 def source_digest(*modules):

@@ -15,10 +15,10 @@ rule write_paper_status:
     params:
         initmem=INITMEM,
         config_name=config_name(),
-        archive=f"--archive {ARCHIVE}" if ARCHIVE else "",
+        archive=["--archive", ARCHIVE] if ARCHIVE else [],
     shell:
-        "{params.initmem} paper status --runs {input.runs} --out {output} "
-        "--config-name {params.config_name:q} {params.archive} > {log} 2>&1"
+        "{params.initmem} paper status --runs {input.runs:q} --out {output:q} "
+        "--config-name {params.config_name:q} {params.archive:q} > {log:q} 2>&1"
 
 
 rule build_paper:
@@ -41,5 +41,5 @@ rule build_paper:
         initmem=INITMEM,
         paper=PAPER_DIR,
     shell:
-        "{params.initmem} paper build --paper {params.paper} --results results "
-        "--out {output} > {log} 2>&1"
+        "{params.initmem} paper build --paper {params.paper:q} --results results "
+        "--out {output:q} > {log:q} 2>&1"

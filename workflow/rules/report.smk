@@ -21,15 +21,22 @@ rule write_report_status:
         config_name=config_name(),
         # a live sweep's page adds `initmem status` (trainers, device-hours) of its records
         source=(
-            f"--archive {ARCHIVE}"
+            ["--archive", ARCHIVE]
             if ARCHIVE
-            else f"--records results/runs --sweep-config {config_path()} "
-            f"--published {PAPER_DIR / 'published'}"
+            else [
+                "--records",
+                "results/runs",
+                "--sweep-config",
+                config_path(),
+                "--published",
+                PAPER_DIR / "published",
+            ]
         ),
     shell:
-        "{params.initmem} report status --runs {input.runs} "
-        "--config-name {params.config_name:q} {params.source} --config {input.config} "
-        "--out {output.status} --marks {output.marks} > {log} 2>&1"
+        "{params.initmem} report status --runs {input.runs:q} "
+        "--config-name {params.config_name:q} {params.source:q} "
+        "--config {input.config:q} --out {output.status:q} --marks {output.marks:q} "
+        "> {log:q} 2>&1"
 
 
 rule write_report_front:
@@ -45,7 +52,7 @@ rule write_report_front:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} report front {input} --out {output} > {log} 2>&1"
+        "{params.initmem} report front {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule render_table_page:
@@ -65,9 +72,9 @@ rule render_table_page:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} report table {wildcards.n} --cells {input.cells} "
-        "--config {input.config} "
-        "--marks {input.marks} --out {output} > {log} 2>&1"
+        "{params.initmem} report table {wildcards.n:q} --cells {input.cells:q} "
+        "--config {input.config:q} --marks {input.marks:q} --out {output:q} "
+        "> {log:q} 2>&1"
 
 
 rule render_settings_table_page:
@@ -84,8 +91,8 @@ rule render_settings_table_page:
     params:
         initmem=INITMEM,
     shell:
-        "{params.initmem} report table 1 --config {input.config} "
-        "--marks {input.marks} --out {output} > {log} 2>&1"
+        "{params.initmem} report table 1 --config {input.config:q} "
+        "--marks {input.marks:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule render_csv_page:
@@ -105,5 +112,5 @@ rule render_csv_page:
         initmem=INITMEM,
         title=lambda wildcards: wildcards.name.capitalize(),
     shell:
-        "{params.initmem} report csv {input.csv} --title {params.title} "
-        "--marks {input.marks} --out {output} > {log} 2>&1"
+        "{params.initmem} report csv {input.csv:q} --title {params.title:q} "
+        "--marks {input.marks:q} --out {output:q} > {log:q} 2>&1"

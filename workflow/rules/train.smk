@@ -58,5 +58,5 @@ for job, pack_ids in TRAINING_JOBS.items():
             flags=derived(train_flags()),
             initmem=derived(INITMEM),
         shell:
-            "{params.initmem} train {input.specs} results/runs {params.flags} "
-            "--no-progress > {log} 2>&1"
+            "{params.initmem} train {input.specs:q} results/runs {params.flags:q} "
+            "--no-progress > {log:q} 2>&1"

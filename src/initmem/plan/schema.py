@@ -91,11 +91,17 @@ def _rule(kind: str, allowed: Any) -> str:
         "exclusiveMinimum": lambda a: f"> {a}",
         "exclusiveMaximum": lambda a: f"< {a}",
         "minItems": lambda a: f"a list of at least {a} item(s)",
-        "pattern": lambda a: f"a string matching {a}",
+        "pattern": _pattern_rule,
         "uniqueItems": lambda a: "a list without repeated values",
         "minProperties": lambda a: f"a mapping with at least {a} entry(ies)",
     }
     return rules[kind](allowed) if kind in rules else f"valid ({kind}: {allowed!r})"
+
+
+def _pattern_rule(pattern: str) -> str:
+    """A path's pattern in words (its $defs entry's description), any other as the regex."""
+    path = schema()["$defs"]["path"]
+    return path["description"] if pattern == path["pattern"] else f"a string matching {pattern}"
 
 
 def _key(path: Iterable[Any]) -> str:
