@@ -81,7 +81,7 @@ def test_make_slurm_profile_passes_account_and_partition(tmp_path):
     env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     done = typed("make -n slurm-profile ACCOUNT=lab42 PARTITION=gpu", ROOT, env)
     assert " ".join(done.stdout.replace("\\", " ").split()) == \
-        ".venv/bin/initmem slurm-profile --account lab42 --partition gpu"
+        ".venv/bin/initmem slurm-profile --account 'lab42' --partition 'gpu'"  # quoted words
 
 
 def path_without(tool: str, where: Path) -> str:
