@@ -32,6 +32,7 @@ import pandas as pd
 from initmem.analysis import claims as judge
 from initmem.analysis import gates, inference
 from initmem.analysis.inference import ALPHA, Estimate
+from initmem.markup import md_escape
 from initmem.plan import cost
 from initmem.plan.architectures import BATCHNORM_ARCHS
 from initmem.plan.grid import expand_runs, pack_runs
@@ -245,6 +246,7 @@ def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
 def render_markdown(plan: pd.DataFrame, device: str) -> str:
     lines = [f"| claim | plan | device-hours ({device}) | seeds (run of needed) |",
              "| --- | --- | --- | --- |"]
-    lines += [f"| `{r['id']}` | {r['plan']} | {r['device_hours']:.3g} | {r['seeds']} |"
+    lines += [f"| `{r['id']}` | {md_escape(r['plan'])} | {r['device_hours']:.3g} | "
+              f"{md_escape(r['seeds'])} |"
               for r in plan.to_dict("records")]
     return "\n".join(lines) + "\n"
