@@ -123,6 +123,7 @@ def test_the_report_pages_show_an_archives_strings_without_a_live_tag(tmp_path):
                          "--cells", str(tmp_path / "table2.csv"), "--out", str(out)]) == 0
         page = out.read_text()
         assert "img" not in live_tags(page) and "&lt;img src=x" in page
+    assert f"<td>{CATCODE}</td>" in (tmp_path / "table1.html").read_text()  # as typed
 
 
 def test_an_archives_name_is_text_in_the_pdfs_marks_and_the_status_page(tmp_path):

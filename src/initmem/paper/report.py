@@ -31,6 +31,7 @@ import pandas as pd
 
 from initmem.analysis.tables import build
 from initmem.errors import InputError
+from initmem.markup import TEX_SPECIALS
 from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
@@ -164,11 +165,21 @@ LATEX_PLAIN = [(r"\$", ""), (r"\\beta", "β"), (r"\\lambda", "λ"), (r"\\eta", "
                (r"[{}]", "")]
 
 
+# What tex_escape wrote: each back to its character, untouched by LATEX_PLAIN.
+ESCAPED = re.compile("(" + "|".join(map(re.escape, sorted(TEX_SPECIALS.values(), key=len,
+                                                           reverse=True))) + ")")
+UNESCAPED = {tex: char for char, tex in TEX_SPECIALS.items()}
+
+
 def plain(tex: str) -> str:
-    """Table 1's few LaTeX snippets ($10^{-3}$, $\\beta_2 = 0.999$, ---) as text."""
-    for pattern, text in LATEX_PLAIN:
-        tex = re.sub(pattern, text, tex)
-    return tex
+    """Table 1's few LaTeX snippets ($10^{-3}$, $\\beta_2 = 0.999$, ---) as text; escaped
+    text (an archive's notes, a hyperparameter's name) as it was typed."""
+    parts = ESCAPED.split(tex)  # odd positions: escapes
+    for i in range(0, len(parts), 2):
+        for pattern, text in LATEX_PLAIN:
+            parts[i] = re.sub(pattern, text, parts[i])
+    return "".join(UNESCAPED.get(part, part) if i % 2 else part
+                   for i, part in enumerate(parts))
 
 
 def settings_table(config: dict) -> str:
