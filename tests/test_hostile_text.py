@@ -85,7 +85,7 @@ def test_an_archives_config_is_marked_whatever_it_says(tmp_path):
     assert yaml.safe_load(archived_config(tmp_path).read_text())["from_archive"] is True
 
 
-def test_an_archives_optimizer_strings_print_as_text_in_tables_1_and_2(tmp_path):
+def test_an_archives_optimizer_strings_print_as_text_in_every_table(tmp_path):
     config = archived_config(tmp_path)
     for number in (1, 2):
         out = tmp_path / f"table{number}.tex"
@@ -98,6 +98,10 @@ def test_an_archives_optimizer_strings_print_as_text_in_tables_1_and_2(tmp_path)
         no_command_reads_a_file(tex)
         assert tex_escape(INPUT_HOST) in tex and tex_escape(SCRIPT) in tex
     assert tex_escape(CATCODE) in (tmp_path / "table1.tex").read_text()
+    runs = runs_table([{"optimizer": "sgd"}])
+    for number in range(3, 8):  # every other table, rendered directly
+        no_command_reads_a_file(tables.render(tables.build(number, runs,
+                                                           load_config(config)), False))
 
 
 def test_a_typed_configs_tex_label_and_notes_stay_latex_and_its_label_text(tmp_path):
