@@ -73,12 +73,15 @@ def set_run_id(frames: dict[str, pd.DataFrame], run_id: str) -> None:
         frame.loc[frame["run_id"] == old, "run_id"] = run_id
 
 
-@pytest.mark.parametrize("run_id", ["..:..:..:escaped", "/tmp/escaped:b32:x", "main:..:..:x"])
+# Output folders two levels under tmp_path, so that even code that followed these ids
+# would write inside tmp_path (where the snapshot sees it), never elsewhere on the machine.
+@pytest.mark.parametrize("run_id", ["..:..:escaped", "TMP/escaped:b32:x", "main:..:..:x"])
 def test_a_run_id_that_leaves_the_folder_writes_nothing(tmp_path, good, capsys, run_id):
+    run_id = run_id.replace("TMP", str(tmp_path))  # an absolute path
     bad = resealed(good, tmp_path / "bad.tar", lambda f: set_run_id(f, run_id))
     before = snapshot(tmp_path)
-    for argv in (["archive", "unpack", str(bad), "--out", str(tmp_path / "out")],
-                 ["tensorboard", str(bad), str(tmp_path / "tb")]):
+    for argv in (["archive", "unpack", str(bad), "--out", str(tmp_path / "a" / "out")],
+                 ["tensorboard", str(bad), str(tmp_path / "a" / "tb")]):
         refused(argv, capsys, f"{bad}:summary.parquet: run_id {run_id!r} is not the one its "
                 "spec makes")
     assert snapshot(tmp_path) == before
@@ -91,7 +94,7 @@ def test_a_spec_that_makes_a_path_out_of_the_folder_is_refused(tmp_path, good, c
             "main:", "..:..:escaped:"))
     bad = resealed(good, tmp_path / "bad.tar", edit)
     before = snapshot(tmp_path)
-    refused(["archive", "unpack", str(bad), "--out", str(tmp_path / "out")], capsys,
+    refused(["archive", "unpack", str(bad), "--out", str(tmp_path / "a" / "out")], capsys,
             f"{bad}:summary.parquet: run", "has no valid spec (family='../../escaped' is not "
             "allowed")
     assert snapshot(tmp_path) == before
