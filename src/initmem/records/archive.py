@@ -6,8 +6,12 @@ Format: an uncompressed tar of three members,
                       SHA-256 of the manifest's canonical JSON without that field
     summary.parquet   every run's summary row, exactly the rows of its summary.parquet
     history.parquet   every run's history rows, exactly the rows of its history.parquet
-Each Parquet member is also sealed with its content digest (initmem.records), so any
-damaged byte of the archive is an error naming it, never a changed number.
+Each Parquet member is also sealed with its content digest (initmem.records), so a
+damaged byte of the archive is an error naming it. Checksums catch damage, not editing
+(anyone can seal an edited archive again), so every read also checks each value's range
+(records.files.Range), and unpack makes each run's folder from its spec, inside the
+output folder (records.files.record_folder): an archive is data (docs/records.md, What
+is trusted).
 Why not a tar.gz of the 16,650 per-run files: one Parquet file per table compresses the
 columns across runs (zstd), so the archive is a fraction of the size, and reading it is
 two reads instead of 16,650 file opens, so tables and figures rebuild from it in seconds.

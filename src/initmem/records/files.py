@@ -52,6 +52,9 @@ default).
 Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
 of its content (column names, nulls and values; `content_digest`), and every read checks
 it: Parquet's own structure catches most damage but not a flipped byte inside a value.
+A checksum catches damage, not editing (whoever edits a record can seal it again), so
+every read also checks each number against its column's Range (HISTORY_RANGES,
+OUTCOME_RANGES, beside the columns) and names the first out of range or of another type.
 Files are written atomically (temporary file, fsync, rename), history first: a run is
 complete exactly when its summary.parquet exists and reads back, checksum intact, with
 this schema.
