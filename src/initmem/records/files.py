@@ -435,16 +435,21 @@ def run_of(row: Mapping[str, Any], where: str) -> Run:
     """The run a summary row records (spec.Run.as_row read back). RecordError when its
     spec fields make no valid run, or make another run_id than the row's: the run id
     names the run's folder, so only the one its spec makes is taken."""
-    fields = {f.name: _plain(row.get(f.name)) for f in dataclasses.fields(Recipe)}
     run_id = row.get("run_id")
     try:
-        run = Run(Recipe(**fields), _plain(row.get("sigma_w")), _plain(row.get("seed")))
+        run = Run(recipe_of_row(row), _plain(row.get("sigma_w")), _plain(row.get("seed")))
     except (ValueError, TypeError) as err:  # SpecError is a ValueError
         raise RecordError(f"{where}: run {run_id!r} has no valid spec ({err})") from None
     if run.run_id != run_id:
         raise RecordError(f"{where}: run_id {run_id!r} is not the one its spec makes "
                           f"({run.run_id}); run ids name folders, so no other is taken")
     return run
+
+
+def recipe_of_row(row: Mapping[str, Any]) -> Recipe:
+    """The recipe of a record's (or a runs table's) row: its Recipe fields, nulls as None
+    and numpy numbers as Python's (SpecError when they make no valid recipe)."""
+    return Recipe(**{f.name: _plain(row.get(f.name)) for f in dataclasses.fields(Recipe)})
 
 
 def _plain(value: Any) -> Any:
