@@ -209,9 +209,11 @@ def test_a_member_that_is_no_regular_file_says_what_it_is(tmp_path, capsys, kind
     member = tarfile.TarInfo("summary.parquet")
     member.type, member.linkname = kind, "/etc/passwd" if kind == tarfile.SYMTYPE else ""
     linked_archive(tmp_path / "bad.tar", member)
+    before = snapshot(tmp_path)
     refused(["archive", "unpack", str(tmp_path / "bad.tar"), "--out", str(tmp_path / "out")],
             capsys, f"{tmp_path / 'bad.tar'}: member summary.parquet is {says}; archives "
             "hold regular files only")
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("pid", ["../../etc/passwd", -1, 0, 1.5, True, None])

@@ -130,7 +130,7 @@ class Range:
     low: float
     high: float | str = math.inf
     null: bool | str = False
-    infinite: bool = False  # +inf allowed (a ratio over a variance of 0)
+    infinite: bool = False  # +inf allowed: a measurement that overflowed or divided by 0
 
     def allowed(self) -> str:
         finite = "a number" if self.infinite else "a finite number"
@@ -143,6 +143,8 @@ class Range:
 
 
 ACCURACY, MEASURE = Range(0, 1), Range(0)
+# ||W||_F is summed in float32: +inf where it overflowed (a diverging run's huge sigma_w)
+NORM = Range(0, infinite=True)
 AT_BEST = {"null": "tau_best"}  # outcomes at tau_best or the last epoch: none without one
 # bn_var_ratio: NaN without BatchNorm (and before schema 3); +inf where a layer's batch
 # variance was 0 (its inputs all zero): a measurement, not damage.
@@ -151,7 +153,7 @@ HISTORY_RANGES: dict[str, Range] = {
     "epoch": Range(1),
     **dict.fromkeys(("train_loss", "val_loss", "test_loss"), MEASURE),
     **dict.fromkeys(("train_acc", "val_acc", "test_acc"), ACCURACY),
-    "kernel_fro_norm": MEASURE, "bn_var_ratio": BN_RATIO, "lr": MEASURE,
+    "kernel_fro_norm": NORM, "bn_var_ratio": BN_RATIO, "lr": MEASURE,
     **dict.fromkeys(("T_SGD", "T_L2", "T_adapt"), MEASURE),
 }
 OUTCOME_RANGES: dict[str, Range] = {
@@ -163,9 +165,10 @@ OUTCOME_RANGES: dict[str, Range] = {
     "val_loss_best": Range(0, **AT_BEST),
     "val_acc_interp": Range(0, 1, null="tau_interp"),
     "repair_gap": Range(-1, 1, null="tau_interp"),
-    "kernel_fro_norm_init": MEASURE,
-    **dict.fromkeys(("kernel_fro_norm_best", "kernel_fro_norm_last", "T_SGD", "T_L2",
-                     "T_adapt"), Range(0, **AT_BEST)),
+    "kernel_fro_norm_init": NORM,
+    **dict.fromkeys(("kernel_fro_norm_best", "kernel_fro_norm_last"),
+                    Range(0, infinite=True, **AT_BEST)),
+    **dict.fromkeys(("T_SGD", "T_L2", "T_adapt"), Range(0, **AT_BEST)),
     "bn_var_ratio_best": BN_RATIO,
     "diverged_epoch": Range(1, null=True),
     "wall_time_s": MEASURE,
