@@ -26,6 +26,7 @@ from initmem.plan import grid
 from initmem.plan.architectures import ARCHITECTURES
 from initmem.plan.schedule import clock_estimate
 from initmem.plan.spec import Recipe
+from initmem.records.files import recipe_of_row
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
 from initmem.vocabulary import GENERATED, SYNTHETIC_MARK, missing
@@ -133,9 +134,7 @@ def recipe_of(frame: pd.DataFrame) -> Recipe:
     specs = frame[metrics.recipe_keys()].drop_duplicates()
     if len(specs) != 1:
         raise ValueError(f"a clock quote must select one recipe; it selects {len(specs)}")
-    row = specs.iloc[0].to_dict()
-    return Recipe(**{k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)
-                     for k, v in row.items()})
+    return recipe_of_row(specs.iloc[0].to_dict())
 
 
 def beta_summary(kind: str, epochs: pd.DataFrame) -> float:

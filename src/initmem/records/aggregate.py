@@ -40,6 +40,7 @@ from initmem.records.files import (
     RecordError,
     read_folder_records,
     summary_columns,
+    typed,
     with_later_fields,
 )
 from initmem.vocabulary import MISSING
@@ -75,13 +76,10 @@ def aggregate(runs: list[Run], summaries: pa.Table,
 
 
 def typed_summaries(summaries: pa.Table) -> pd.DataFrame:
-    """Summary records as a frame with the record dtypes (RecordError if columns lack)."""
+    """Summary records as a frame with the record dtypes; RecordError names a column
+    they lack or a value not of its column's type (records.files.typed)."""
     columns = summary_columns()
-    summaries = with_later_fields(summaries, columns)
-    missing = [c for c in columns if c not in summaries.column_names]
-    if missing:
-        raise RecordError(f"summary records lack columns {missing}")
-    return summaries.select(list(columns)).to_pandas().astype(columns)
+    return typed(with_later_fields(summaries, columns).to_pandas(), columns, "summary records")
 
 
 def _outcomes(specs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:

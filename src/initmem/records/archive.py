@@ -6,8 +6,12 @@ Format: an uncompressed tar of three members,
                       SHA-256 of the manifest's canonical JSON without that field
     summary.parquet   every run's summary row, exactly the rows of its summary.parquet
     history.parquet   every run's history rows, exactly the rows of its history.parquet
-Each Parquet member is also sealed with its content digest (initmem.records), so any
-damaged byte of the archive is an error naming it, never a changed number.
+Each Parquet member is also sealed with its content digest (initmem.records), so a
+damaged byte of the archive is an error naming it. Checksums catch damage, not editing
+(anyone can seal an edited archive again), so every read also checks each value's range
+(records.files.Range), and unpack makes each run's folder from its spec, inside the
+output folder (records.files.record_folder): an archive is data (docs/records.md, What
+is trusted).
 Why not a tar.gz of the 16,650 per-run files: one Parquet file per table compresses the
 columns across runs (zstd), so the archive is a fraction of the size, and reading it is
 two reads instead of 16,650 file opens, so tables and figures rebuild from it in seconds.
@@ -33,13 +37,19 @@ from initmem import __version__
 from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
 from initmem.records.files import (
     HISTORY_COLUMNS,
+    HISTORY_RANGES,
+    OUTCOME_RANGES,
     SCHEMA_VERSION,
     RecordError,
+    Where,
     atomic_write_bytes,
     check_schema_version,
+    checked,
     read_folder_records,
+    record_folder,
     sealed,
     summary_columns,
+    typed,
     verified,
     with_later_fields,
     write_records,
@@ -91,17 +101,28 @@ def _manifest_digest(manifest: dict[str, Any]) -> str:
 
 def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of an archive, an older schema's with the later columns
-    (with_later_fields); RecordError names what is wrong with it."""
-    members = {"summary.parquet": summary_columns(), "history.parquet": HISTORY_COLUMNS}
+    (with_later_fields); RecordError names what is wrong with it: a damaged member, or
+    the first value out of its column's type or range (files.checked)."""
+    members = {"summary.parquet": (summary_columns(), OUTCOME_RANGES),
+               "history.parquet": (HISTORY_COLUMNS, HISTORY_RANGES)}
     manifest, *blobs = _read(path, *members)
     tables = []
-    for (name, columns), data in zip(members.items(), blobs, strict=True):
+    for (name, (columns, ranges)), data in zip(members.items(), blobs, strict=True):
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
         table = verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}")
+        checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
         tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
+
+
+def _row_of(member: str, table: pa.Table) -> Where:
+    """Where a row of an archive member is: the member and the row's run."""
+    if "run_id" not in table.column_names:
+        return member
+    run_ids = table.column("run_id")
+    return lambda row: f"{member} (run {run_ids[row].as_py()})"
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
@@ -112,8 +133,8 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     """The checked manifest, then the bytes of the named members."""
     try:
         with tarfile.open(path, mode="r:") as tar:
-            manifest = json.loads(_member(tar, "manifest.json", f"{path}: not a runs archive "
-                                          "(it has no manifest.json)"))
+            manifest = json.loads(_member(tar, path, "manifest.json", f"{path}: not a runs "
+                                          "archive (it has no manifest.json)"))
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "
@@ -124,7 +145,7 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
                                   "checksum); restore the archive from a good copy")
             # tar reads a damaged header after the first as the archive's end: a member
             # it does not find behind a good manifest is damage more likely than absence
-            return manifest, *(_member(tar, name, f"{path}: damaged or incomplete runs "
+            return manifest, *(_member(tar, path, name, f"{path}: damaged or incomplete runs "
                                        f"archive: member {name} cannot be read (a damaged tar "
                                        "header hides the members after it); restore the "
                                        "archive from a good copy") for name in names)
@@ -133,23 +154,33 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
 
-def _member(tar: tarfile.TarFile, name: str, missing: str) -> bytes:
-    """The bytes of a member; RecordError(missing) when tar does not find it."""
+def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str) -> bytes:
+    """The bytes of a member; RecordError(missing) when tar does not find it, and one
+    naming what it is when it is no regular file (a link would point tar elsewhere)."""
     try:
-        return tar.extractfile(name).read()
+        member = tar.getmember(name)
     except KeyError:
         raise RecordError(missing) from None
+    if not member.isfile():
+        kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
+                else "a folder" if member.isdir() else "a device or FIFO")
+        raise RecordError(f"{path}: member {name} is {kind}; archives hold regular files "
+                          "only")
+    return tar.extractfile(member).read()
 
 
 def unpack(path: str | Path, out_root: str | Path) -> int:
-    """Write every archived run's record files under out_root/<run_dir>/; returns the count."""
+    """Write every archived run's record files under out_root/<run_dir>/; returns the count.
+    Every run's folder is checked first (files.record_folder: the run id its spec makes,
+    inside out_root), so a bad one stops the command before anything is written."""
     summaries, histories = (t.to_pandas() for t in read_archive(path))
+    rows = typed(summaries, summary_columns()).to_dict("records")
+    folders = [record_folder(out_root, row, f"{path}:summary.parquet") for row in rows]
     by_run = dict(tuple(histories.groupby("run_id", sort=False)))
-    for summary in summaries.to_dict("records"):
-        run_id = summary["run_id"]
-        history = by_run.get(run_id, pd.DataFrame(columns=histories.columns))
-        write_records(Path(out_root) / run_id.replace(":", "/"), history, summary)
-    return len(summaries)
+    for folder, summary in zip(folders, rows, strict=True):
+        history = by_run.get(summary["run_id"], pd.DataFrame(columns=histories.columns))
+        write_records(folder, history, summary)
+    return len(rows)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -52,6 +52,9 @@ default).
 Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
 of its content (column names, nulls and values; `content_digest`), and every read checks
 it: Parquet's own structure catches most damage but not a flipped byte inside a value.
+A checksum catches damage, not editing (whoever edits a record can seal it again), so
+every read also checks each number against its column's Range (HISTORY_RANGES,
+OUTCOME_RANGES, beside the columns) and names the first out of range or of another type.
 Files are written atomically (temporary file, fsync, rename), history first: a run is
 complete exactly when its summary.parquet exists and reads back, checksum intact, with
 this schema.
@@ -66,6 +69,8 @@ import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -112,6 +117,62 @@ OUTCOME_COLUMNS: dict[str, str] = {
 # measurement schema 2 did not make, null for a data check it did not record.
 LATER_COLUMNS = {"bn_var_ratio": math.nan, "bn_var_ratio_best": math.nan,
                  "data_verification": None}
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric record column allows: low <= value <= high, finite, where
+    `high` may name the column bounding it; `null` says whether NaN or null is allowed:
+    never (False), always (True), or only where the named column is null (an outcome at
+    an epoch the run never logged: a run that diverged in its first epoch has no
+    tau_best, so nothing at tau_best)."""
+
+    low: float
+    high: float | str = math.inf
+    null: bool | str = False
+    infinite: bool = False  # +inf allowed: a measurement that overflowed or divided by 0
+
+    def allowed(self) -> str:
+        finite = "a number" if self.infinite else "a finite number"
+        high = self.high if isinstance(self.high, str) else f"{self.high:g}"
+        text = (f"{finite} >= {self.low:g}" if self.high == math.inf
+                else f"{finite} in [{self.low:g}, {high}]")
+        if isinstance(self.null, str):
+            return f"{text}, or NaN where {self.null} is null"
+        return f"{text}, or NaN" if self.null else text
+
+
+ACCURACY, MEASURE = Range(0, 1), Range(0)
+# ||W||_F is summed in float32: +inf where it overflowed (a diverging run's huge sigma_w)
+NORM = Range(0, infinite=True)
+AT_BEST = {"null": "tau_best"}  # outcomes at tau_best or the last epoch: none without one
+# bn_var_ratio: NaN without BatchNorm (and before schema 3); +inf where a layer's batch
+# variance was 0 (its inputs all zero): a measurement, not damage.
+BN_RATIO = Range(0, null=True, infinite=True)
+HISTORY_RANGES: dict[str, Range] = {
+    "epoch": Range(1),
+    **dict.fromkeys(("train_loss", "val_loss", "test_loss"), MEASURE),
+    **dict.fromkeys(("train_acc", "val_acc", "test_acc"), ACCURACY),
+    "kernel_fro_norm": NORM, "bn_var_ratio": BN_RATIO, "lr": MEASURE,
+    **dict.fromkeys(("T_SGD", "T_L2", "T_adapt"), MEASURE),
+}
+OUTCOME_RANGES: dict[str, Range] = {
+    "epochs_run": Range(0),
+    "tau_best": Range(1, "epochs_run", null=True),
+    "tau_interp": Range(1, "epochs_run", null=True),
+    **dict.fromkeys(("test_acc_best", "val_acc_best", "train_acc_best", "val_acc_last",
+                     "test_acc_last", "train_acc_last"), Range(0, 1, **AT_BEST)),
+    "val_loss_best": Range(0, **AT_BEST),
+    "val_acc_interp": Range(0, 1, null="tau_interp"),
+    "repair_gap": Range(-1, 1, null="tau_interp"),
+    "kernel_fro_norm_init": NORM,
+    **dict.fromkeys(("kernel_fro_norm_best", "kernel_fro_norm_last"),
+                    Range(0, infinite=True, **AT_BEST)),
+    **dict.fromkeys(("T_SGD", "T_L2", "T_adapt"), Range(0, **AT_BEST)),
+    "bn_var_ratio_best": BN_RATIO,
+    "diverged_epoch": Range(1, null=True),
+    "wall_time_s": MEASURE,
+}
 
 
 class RecordError(InputError):
@@ -183,11 +244,11 @@ def code_version() -> str:
 
 
 def history_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _typed(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)), HISTORY_COLUMNS)
+    return typed(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)), HISTORY_COLUMNS)
 
 
 def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _typed(pd.DataFrame(rows), summary_columns())
+    return typed(pd.DataFrame(rows), summary_columns())
 
 
 _SPEC_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
@@ -201,12 +262,77 @@ def summary_columns() -> dict[str, str]:
     return {**spec_cols, "sigma_w": "float64", "seed": "int64", **OUTCOME_COLUMNS}
 
 
-def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+# Where the rows of a frame read from records came from, for errors: the file (or
+# archive member), or a function of the row giving its file (and run).
+Where = str | Callable[[int], str]
+
+
+def _at(where: Where, row: int) -> str:
+    return where(row) if callable(where) else where
+
+
+def typed(frame: pd.DataFrame, columns: dict[str, str], where: Where = "record"
+          ) -> pd.DataFrame:
+    """The frame's `columns` with their record dtypes; RecordError names a column it
+    lacks, or the first value that is not of its column's type (a string in a float
+    column)."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise RecordError(f"record lacks columns {missing}")
+        raise RecordError(f"{_at(where, 0)}: record lacks columns {missing}")
     frame = frame[list(columns)]
-    return frame.astype({c: t for c, t in columns.items()})
+    try:  # only the columns not of their dtype yet: astype costs per column
+        return frame.astype({c: t for c, t in columns.items() if frame[c].dtype != t})
+    except (ValueError, TypeError):
+        raise RecordError(_mistyped(frame, columns, where)) from None
+
+
+def _mistyped(frame: pd.DataFrame, columns: dict[str, str], where: Where) -> str:
+    """The first value of `frame` that does not convert to its column's dtype, named."""
+    for name, dtype in columns.items():
+        for i, value in enumerate(frame[name]):
+            try:
+                pd.Series([value]).astype(dtype)
+            except (ValueError, TypeError):
+                return f"{_at(where, i)}: column {name} holds {value!r}, not a {dtype} value"
+    return f"{_at(where, 0)}: columns not of the record dtypes {columns}"
+
+
+def check_ranges(frame: pd.DataFrame, ranges: dict[str, Range], where: Where) -> None:
+    """RecordError naming the first value of a typed record frame outside its column's
+    Range: the file, the column, the value and what is allowed."""
+    def floats(name: str) -> np.ndarray:  # Int64's null reads as NaN
+        return frame[name].to_numpy("float64", na_value=np.nan)
+
+    for name, allowed in ranges.items():
+        values = floats(name)
+        high = floats(allowed.high) if isinstance(allowed.high, str) else allowed.high
+        with np.errstate(invalid="ignore"):
+            inside = (values >= allowed.low) & (values <= high)
+        if not allowed.infinite:
+            inside &= np.isfinite(values)
+        may_be_null = allowed.null
+        if isinstance(may_be_null, str):
+            may_be_null = np.isnan(floats(may_be_null))
+        bad = np.flatnonzero(~(inside | (np.isnan(values) & may_be_null)))
+        if bad.size:
+            i = int(bad[0])
+            raise RecordError(f"{_at(where, i)}: {name}={values[i]:.6g} is out of range; "
+                              f"allowed: {allowed.allowed()}")
+
+
+def checked(table: pa.Table, columns: dict[str, str], ranges: dict[str, Range],
+            where: Where) -> pa.Table:
+    """The table, once its values (with the later columns an older record lacks) are of
+    their record dtypes and within their Ranges; RecordError names the first that is not."""
+    check_ranges(typed(with_later_fields(table, columns).to_pandas(), columns, where),
+                 ranges, where)
+    return table
+
+
+def rows_of(files: list[Path], counts: list[int]) -> Where:
+    """Where of a table concatenated from record files of `counts` rows: row i's file."""
+    ends = np.cumsum(counts)
+    return lambda row: str(files[int(np.searchsorted(ends, row, side="right"))])
 
 
 def write_records(out_dir: str | Path, history: pd.DataFrame, summary: dict[str, Any]) -> None:
@@ -302,10 +428,50 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
 def read_records(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(history, summary) of one run; RecordError names the file if either is bad."""
     run_dir = Path(run_dir)
-    history = _read(run_dir / "history.parquet", HISTORY_COLUMNS)
-    summary = _read(run_dir / "summary.parquet", summary_columns())
+    history = _read(run_dir / "history.parquet", HISTORY_COLUMNS, HISTORY_RANGES)
+    summary = _read(run_dir / "summary.parquet", summary_columns(), OUTCOME_RANGES)
     check_schema_version(int(summary["schema_version"].iloc[0]), run_dir / "summary.parquet")
     return history, summary
+
+
+def run_of(row: Mapping[str, Any], where: str) -> Run:
+    """The run a summary row records (spec.Run.as_row read back). RecordError when its
+    spec fields make no valid run, or make another run_id than the row's: the run id
+    names the run's folder, so only the one its spec makes is taken."""
+    run_id = row.get("run_id")
+    try:
+        run = Run(recipe_of_row(row), _plain(row.get("sigma_w")), _plain(row.get("seed")))
+    except (ValueError, TypeError) as err:  # SpecError is a ValueError
+        raise RecordError(f"{where}: run {run_id!r} has no valid spec ({err})") from None
+    if run.run_id != run_id:
+        raise RecordError(f"{where}: run_id {run_id!r} is not the one its spec makes "
+                          f"({run.run_id}); run ids name folders, so no other is taken")
+    return run
+
+
+def recipe_of_row(row: Mapping[str, Any]) -> Recipe:
+    """The recipe of a record's (or a runs table's) row: its Recipe fields, nulls as None
+    and numpy numbers as Python's (SpecError when they make no valid recipe)."""
+    return Recipe(**{f.name: _plain(row.get(f.name)) for f in dataclasses.fields(Recipe)})
+
+
+def _plain(value: Any) -> Any:
+    """A frame's cell as the spec takes it: None for null or NaN, Python's numbers."""
+    if value is None or pd.isna(value):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def record_folder(root: str | Path, row: Mapping[str, Any], where: str) -> Path:
+    """root/<run_dir>/ of a summary row's run, checked: its run_id is its spec's
+    (`run_of`) and the folder resolves inside root (no link under root leads out)."""
+    root = Path(root)
+    folder = root / run_of(row, where).run_dir
+    if not folder.resolve().is_relative_to(root.resolve()):
+        raise RecordError(f"{where}: run {row['run_id']}'s folder {folder} resolves to "
+                          f"{folder.resolve()}, outside {root}; records are written inside "
+                          "the output folder only")
+    return folder
 
 
 def check_schema_version(version: object, where: object) -> None:
@@ -331,12 +497,10 @@ def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
     return table
 
 
-def _read(path: Path, columns: dict[str, str]) -> pd.DataFrame:
-    frame = with_later_fields(read_sealed(path), columns).to_pandas()
-    try:
-        return _typed(frame, columns)
-    except (RecordError, ValueError, TypeError) as err:
-        raise RecordError(f"{path}: {err}") from None
+def _read(path: Path, columns: dict[str, str], ranges: dict[str, Range]) -> pd.DataFrame:
+    frame = typed(with_later_fields(read_sealed(path), columns).to_pandas(), columns, str(path))
+    check_ranges(frame, ranges, str(path))
+    return frame
 
 
 RECORD_FILES = ("history.parquet", "summary.parquet")
@@ -345,9 +509,10 @@ RECORD_FILES = ("history.parquet", "summary.parquet")
 def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of the runs that have records under root, in run order.
     A run has records when its summary.parquet exists (written last, atomically); every
-    file's checksum is verified, and damaged files are listed together in one error."""
+    file's checksum is verified, and damaged files are listed together in one error; then
+    every value's type and range (`checked`), the first bad one named with its file."""
     root = Path(root)
-    summaries, histories, damaged = [], [], []
+    summaries, histories, damaged, folders = [], [], [], []
     for run in runs:
         folder = root / run.run_dir
         if not (folder / "summary.parquet").exists():
@@ -359,11 +524,18 @@ def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa
             continue
         summaries.append(tables[1])
         histories.append(tables[0])
+        folders.append(folder)
     if damaged:
         shown = "\n  ".join(damaged[:20])
         more = f"\n  and {len(damaged) - 20} more" if len(damaged) > 20 else ""
         raise RecordError(f"{len(damaged)} run(s) have damaged records:\n  {shown}{more}")
-    return concat(summaries, summary_columns()), concat(histories, HISTORY_COLUMNS)
+    out = []
+    for name, tables, columns, ranges in (
+            ("summary.parquet", summaries, summary_columns(), OUTCOME_RANGES),
+            ("history.parquet", histories, HISTORY_COLUMNS, HISTORY_RANGES)):
+        where = rows_of([folder / name for folder in folders], [t.num_rows for t in tables])
+        out.append(checked(concat(tables, columns), columns, ranges, where))
+    return out[0], out[1]
 
 
 def concat(tables: list[pa.Table], columns: dict[str, str]) -> pa.Table:

@@ -56,11 +56,15 @@ def path_of(root: Path, pack: Pack) -> Path:
 
 
 def read(path: Path) -> dict[str, Any] | None:
-    """A heartbeat's fields, or None when it is gone or half written."""
+    """A heartbeat's fields, or None when it is gone, half written or not one a trainer
+    writes: its pid must be a positive integer, since `initmem status` signals it and
+    reads /proc/<pid>/ (a shared results folder may hold anyone's file)."""
     try:
-        return json.loads(path.read_text())
+        beat = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    pid = beat.get("pid") if isinstance(beat, dict) else None
+    return beat if type(pid) is int and pid > 0 else None
 
 
 def pid_alive(pid: int) -> bool:

@@ -255,8 +255,8 @@ def write_run_records(runs: pd.DataFrame, epochs: pa.Table, root: str | Path) ->
     done = runs[~missing(runs)]
     for row in done.to_dict("records"):
         summary = {k: (None if v is pd.NA else v) for k, v in row.items()}
-        run_dir = row["run_id"].replace(":", "/")
-        records.write_records(Path(root) / run_dir, by_run[row["run_id"]], summary)
+        folder = records.record_folder(root, summary, "generated records")
+        records.write_records(folder, by_run[row["run_id"]], summary)
     return len(done)
 
 

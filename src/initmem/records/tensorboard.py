@@ -31,7 +31,13 @@ import pandas as pd
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe
 from initmem.records.archive import read_archive
-from initmem.records.files import HISTORY_COLUMNS, read_records
+from initmem.records.files import (
+    HISTORY_COLUMNS,
+    read_records,
+    record_folder,
+    summary_columns,
+    typed,
+)
 
 SCALARS = [c for c in HISTORY_COLUMNS if c not in ("run_id", "epoch")]
 # A run's spec as its summary holds it (spec.Run.as_row), less run_id: the HParams.
@@ -63,12 +69,12 @@ def hparams(spec: dict[str, Any]) -> dict[str, bool | float | str]:
 
 
 class RunWriter:
-    """The event file of one run: its HParams first, then its epochs as they come."""
+    """The event file of one run in `folder` (its run_dir under the log folder): its
+    HParams first, then its epochs as they come."""
 
-    def __init__(self, out: Path, run_id: str, spec: dict[str, Any]):
+    def __init__(self, folder: Path, spec: dict[str, Any]):
         (self.event_pb2, self.summary_pb2, hparams_summary, self.scalar_summary,
          record_writer) = _tensorboard()
-        folder = out / run_id.replace(":", "/")
         folder.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}"
         self.file = open(folder / name, "ab")  # noqa: SIM115 (closed by close())
@@ -95,7 +101,7 @@ class LiveWriter:
     """A trainer's observer (training.trainer.Observer): each run's epochs as they end."""
 
     def __init__(self, out: Path, pack: Pack):
-        self.writers = {run.run_id: RunWriter(out, run.run_id, run.as_row())
+        self.writers = {run.run_id: RunWriter(out / run.run_dir, run.as_row())
                         for run in pack.runs}
 
     def updated(self, epoch: int, k: int) -> None:
@@ -110,25 +116,32 @@ class LiveWriter:
             writer.close()
 
 
-def read_source(source: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summaries, histories) of a records folder or an archive."""
+def read_source(source: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(summaries, histories) of a records folder or an archive, and the file (or archive
+    member) of each summary."""
     if source.is_file():
         summaries, histories = read_archive(source)
-        return summaries.to_pandas(), histories.to_pandas()
-    pairs = [read_records(path.parent) for path in sorted(source.rglob("summary.parquet"))]
+        return (typed(summaries.to_pandas(), summary_columns()), histories.to_pandas(),
+                [f"{source}:summary.parquet"] * summaries.num_rows)
+    paths = sorted(source.rglob("summary.parquet"))
+    pairs = [read_records(path.parent) for path in paths]
     if not pairs:
         raise InputError(f"{source}: no run records (summary.parquet) under it; give a "
                          "records folder (results/runs) or a runs archive")
     return (pd.concat([s for _, s in pairs], ignore_index=True),
-            pd.concat([h for h, _ in pairs], ignore_index=True))
+            pd.concat([h for h, _ in pairs], ignore_index=True), [str(p) for p in paths])
 
 
 def write_records(source: Path, out: Path) -> int:
-    """Every run of the records or archive as a TensorBoard run; how many."""
-    summaries, histories = read_source(source)
+    """Every run of the records or archive as a TensorBoard run; how many. Every run's
+    folder is checked first (records.files.record_folder), so a bad one stops the
+    command before anything is written."""
+    summaries, histories, files = read_source(source)
+    specs = summaries.to_dict("records")
+    folders = [record_folder(out, spec, where) for spec, where in zip(specs, files, strict=True)]
     by_run = dict(tuple(histories.groupby("run_id", sort=False)))
-    for spec in summaries.to_dict("records"):
-        writer = RunWriter(out, spec["run_id"], spec)
+    for folder, spec in zip(folders, specs, strict=True):
+        writer = RunWriter(folder, spec)
         history = by_run.get(spec["run_id"])  # none: diverged in its first epoch
         for row in [] if history is None else history.to_dict("records"):
             writer.epoch(row)

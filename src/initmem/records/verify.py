@@ -4,7 +4,8 @@ Every record file is read through its checksum (records.files), and each summary
 is compared with the config's run. A run's records are
     good      readable, checksums intact, made with the config's spec
     missing   absent: no summary.parquet (never trained, or stopped before the end)
-    damaged   a record file (or the archive) does not read or does not match its checksum
+    damaged   a record file (or the archive) does not read, does not match its checksum,
+              or holds a value out of its column's type or range (records.files.Range)
     stale     made with another spec than the config's, or of a run the config does not
               have (left from an older config)
 One line per run that is not good, then the counts. Exit status 0 when every expected run
