@@ -31,6 +31,7 @@ import yaml
 
 from initmem import __version__
 from initmem.plan.grid import expand_runs, experiment_config, load_config
+from initmem.plan.inputs import parse_json
 from initmem.records.files import (
     HISTORY_COLUMNS,
     SCHEMA_VERSION,
@@ -112,8 +113,9 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     """The checked manifest, then the bytes of the named members."""
     try:
         with tarfile.open(path, mode="r:") as tar:
-            manifest = json.loads(_member(tar, "manifest.json", f"{path}: not a runs archive "
-                                          "(it has no manifest.json)"))
+            manifest = parse_json(_member(tar, "manifest.json", f"{path}: not a runs archive "
+                                          "(it has no manifest.json)").decode(),
+                                  f"{path}:manifest.json")
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.plan.inputs import parse_json
 from initmem.plan.spec import Pack
 from initmem.records.files import atomic_write_bytes
 
@@ -58,7 +59,7 @@ def path_of(root: Path, pack: Pack) -> Path:
 def read(path: Path) -> dict[str, Any] | None:
     """A heartbeat's fields, or None when it is gone or half written."""
     try:
-        return json.loads(path.read_text())
+        return parse_json(path.read_text(), path)
     except (OSError, ValueError):
         return None
 
