@@ -37,7 +37,9 @@ from initmem.records.files import (
     SCHEMA_VERSION,
     RecordError,
     atomic_write_bytes,
+    check_declared_size,
     check_schema_version,
+    history_rows,
     read_folder_records,
     sealed,
     summary_columns,
@@ -95,12 +97,21 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     (with_later_fields); RecordError names what is wrong with it."""
     members = {"summary.parquet": summary_columns(), "history.parquet": HISTORY_COLUMNS}
     manifest, *blobs = _read(path, *members)
-    tables = []
+    runs = manifest.get("runs")
+    if not isinstance(runs, int) or runs < 0:
+        raise RecordError(f"{path}: manifest.json counts {runs!r} runs; a count is an "
+                          "integer >= 0")
+    tables: list[pa.Table] = []
     for (name, columns), data in zip(members.items(), blobs, strict=True):
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
-        table = verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}")
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        # rows bounded before reading: the summaries by the manifest, the history by them
+        max_rows, whose = ((runs, "the manifest's runs") if not tables
+                           else (history_rows(tables[0]), "the runs' epochs"))
+        check_declared_size(parquet.metadata, f"{path}:{name}", max_rows, whose)
+        table = verified(parquet.read(), f"{path}:{name}")
         tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
 
