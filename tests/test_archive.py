@@ -174,9 +174,10 @@ MILLION_ROWS = parquet_of(pa.table({"epoch": pa.array(np.ones(10**6, dtype=np.in
 
 @pytest.mark.parametrize(("members", "reason"), [
     ({"history_parquet": MILLION_ROWS},
-     "history.parquet: declares 1000000 rows, more than the runs' epochs allow (3)"),
+     "history.parquet: declares 1000000 rows, at most 3 expected (the summaries' epochs)"),
     ({"summary_parquet": MILLION_ROWS},
-     "summary.parquet: declares 1000000 rows, more than the manifest's runs allow (3)"),
+     "summary.parquet: declares 1000000 rows, at most 3 expected (the manifest's run "
+     "count)"),
     ({"summary_parquet": parquet_of(pa.table({"device": ["x" * 100_000]}))},
      "summary.parquet: declares 100"),
 ], ids=["history-rows", "summary-rows", "summary-bytes"])
@@ -206,8 +207,8 @@ def test_a_run_folder_with_more_history_rows_than_epochs_is_refused(tmp_path, co
     run = grid.expand_runs(config)[0]
     write_fake_run(tmp_path, run)
     (tmp_path / run.run_dir / "history.parquet").write_bytes(MILLION_ROWS)
-    with pytest.raises(RecordError, match=f"history.parquet: declares 1000000 rows, more "
-                                          f"than its epochs allow \\({run.recipe.epochs}\\)"):
+    with pytest.raises(RecordError, match=f"history.parquet: declares 1000000 rows, at most "
+                                          f"{run.recipe.epochs} expected \\(its summary's"):
         read_records(tmp_path / run.run_dir)
 
 

@@ -108,8 +108,8 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
                               "the manifest's checksum); restore the archive from a good copy")
         parquet = pq.ParquetFile(pa.BufferReader(data))
         # rows bounded before reading: the summaries by the manifest, the history by them
-        max_rows, whose = ((runs, "the manifest's runs") if not tables
-                           else (history_rows(tables[0]), "the runs' epochs"))
+        max_rows, whose = ((runs, "the manifest's run count") if not tables
+                           else (history_rows(tables[0]), "the summaries' epochs"))
         check_declared_size(parquet.metadata, f"{path}:{name}", max_rows, whose)
         table = verified(parquet.read(), f"{path}:{name}")
         tables.append(with_later_fields(table, columns))

@@ -87,8 +87,8 @@ from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESH
 SCHEMA_VERSION = 3
 OLDEST_SCHEMA_VERSION = 2  # the oldest that reads: it lacks LATER_COLUMNS only
 DIGEST_KEY = b"initmem.sha256"
-# Uncompressed bytes a record row may take in a Parquet file; a summary row takes about
-# 300 (tests/test_archive.py), its strings (determinism, device) the most.
+# Uncompressed bytes a record row may take in a Parquet file: a summary row of
+# results/laptop/v2/runs.tar takes 276 (15,169 for 55 rows), its strings the most.
 ROW_BYTES = 16 * 1024
 
 HISTORY_COLUMNS: dict[str, str] = {
@@ -272,8 +272,8 @@ def check_declared_size(metadata: pq.FileMetaData, where: object, max_rows: int,
     rows = max(metadata.num_rows, sum(g.num_rows for g in groups))
     size = sum(g.column(c).total_uncompressed_size for g in groups for c in range(g.num_columns))
     if rows > max_rows:
-        raise RecordError(f"{where}: declares {rows} rows, more than {expected} allow "
-                          f"({max_rows}); refused before reading")
+        raise RecordError(f"{where}: declares {rows} rows, at most {max_rows} expected "
+                          f"({expected}); refused before reading")
     if size > max(rows, 1) * ROW_BYTES:
         raise RecordError(f"{where}: declares {size} bytes for {rows} rows, more than "
                           f"{ROW_BYTES} a row; refused before reading")
@@ -290,8 +290,10 @@ def history_rows(summaries: pa.Table) -> int:
 def read_run_files(folder: Path) -> tuple[pa.Table, pa.Table]:
     """(history, summary) of one run folder, checksums verified, its history no longer
     than its summary's epochs."""
-    summary = read_sealed(folder / "summary.parquet", 1, "one run's summary")
-    return read_sealed(folder / "history.parquet", history_rows(summary), "its epochs"), summary
+    summary = read_sealed(folder / "summary.parquet", 1, "a run's summary is one row")
+    history = read_sealed(folder / "history.parquet", history_rows(summary),
+                          "its summary's epochs")
+    return history, summary
 
 
 # Snakemake keeps an up-to-date aggregate when an input record disappears, so the rerun
