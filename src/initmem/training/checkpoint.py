@@ -32,7 +32,7 @@ import re
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,17 +126,21 @@ def read(path: Path, limit: int, trust: bool = False) -> dict[str, Any]:
     a bad file. `trust`: load the pickle format of earlier versions (it can run code)."""
     raw = _file_bytes(path, limit)
     head, _, rest = raw.partition(b"\n")
-    if head != MAGIC:
-        return _read_pickled(path, raw, trust)
-    body = _checked(path, rest)
-    state, _, blob = body.partition(b"\n")
+    load = _load if head == MAGIC else _pickle_loader(path, head, trust)
+    body = _checked(path, rest if head == MAGIC else raw)
     try:
-        payload = _join(parse_json(state.decode(), "its state"), _tensors(blob))
+        payload = load(body)
     except Exception as err:  # any malformed content: of JSON, torch's unpickler or ours
         raise CheckpointError(f"{path}: does not load ({type(err).__name__}: {err})") from None
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path}: holds a {type(payload).__name__}, not a checkpoint")
     return payload
+
+
+def _load(body: bytes) -> Any:
+    """The state of a checkpoint's JSON line and tensors."""
+    state, _, blob = body.partition(b"\n")
+    return _join(parse_json(state.decode(), "its state"), _tensors(blob))
 
 
 def _file_bytes(path: Path, limit: int) -> bytes:
@@ -182,10 +186,10 @@ def _tensors(blob: bytes) -> dict[str, Tensor]:
     return tensors
 
 
-def _read_pickled(path: Path, raw: bytes, trust: bool) -> dict[str, Any]:
-    """A checkpoint of the earlier pickle format, only when trusted."""
-    digest = raw.partition(b"\n")[0]
-    if not re.fullmatch(rb"[0-9a-f]{64}", digest):
+def _pickle_loader(path: Path, head: bytes, trust: bool) -> Callable[[bytes], Any]:
+    """torch.load of the earlier pickle format (a digest line, then torch.save of the
+    state), only when the user trusts the file."""
+    if not re.fullmatch(rb"[0-9a-f]{64}", head):
         raise CheckpointError(f"{path}: not an initmem checkpoint (no {MAGIC.decode()!r} "
                               "line); truncated or corrupted")
     if not trust:
@@ -193,14 +197,7 @@ def _read_pickled(path: Path, raw: bytes, trust: bool) -> dict[str, Any]:
             f"{path}: a checkpoint in the pickle format of earlier initmem versions, which "
             f"can run code when loaded: delete {path.parent} to restart the pack from epoch "
             f"0, or rerun with {TRUST} if you made it yourself")
-    blob = _checked(path, raw)
-    try:
-        payload = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
-    except Exception as err:  # a payload that does not unpickle: any error of pickle or torch
-        raise CheckpointError(f"{path}: does not load ({type(err).__name__}: {err})") from None
-    if not isinstance(payload, dict):
-        raise CheckpointError(f"{path}: holds a {type(payload).__name__}, not a checkpoint")
-    return payload
+    return lambda blob: torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
 
 
 def generations(folder: Path, limit: int, trust: bool = False
