@@ -62,9 +62,10 @@ def sweep(path: Path, read: Callable[[], list[pd.DataFrame]], positions: int,
 def targets(folder: Path) -> dict[str, tuple[Path, Callable[[], list[pd.DataFrame]]]]:
     """name -> (file, its reader) for a run's two record files and the archive."""
     config = grid.load_config(ROOT / "config" / "test.yaml")
+    config["families"]["main"]["recipe"]["epochs"] = EPOCHS  # a history of more is refused
     runs = grid.expand_runs(config)
     for run in runs:
-        write_fake_run(folder / "runs", run, epochs=EPOCHS)
+        write_fake_run(folder / "runs", run)
     tar = folder / "runs.tar"
     archive.pack(config, folder / "runs", tar)
     run_dir = folder / "runs" / runs[0].run_dir

@@ -10,13 +10,14 @@ the record format's checksum check, so a damaged file is an error, not a differe
 import sys
 from pathlib import Path
 
-from initmem.records.files import read_sealed
+from initmem.records.files import RECORD_FILES, read_run_files
 
 NOT_COMPARED = {"code_version", "wall_time_s"}
 
 
 def differing_columns(old: Path, new: Path) -> list[str]:
-    a, b = (read_sealed(path).to_pandas() for path in (old, new))
+    a, b = (read_run_files(path.parent)[RECORD_FILES.index(path.name)].to_pandas()
+            for path in (old, new))
     if set(a.columns) != set(b.columns):
         return sorted(set(a.columns) ^ set(b.columns))
     return [c for c in a.columns if c not in NOT_COMPARED and not a[c].equals(b[c])]

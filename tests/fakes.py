@@ -91,9 +91,9 @@ def fake_history(run: Run, epochs: int) -> pd.DataFrame:
     return history_frame(rows)
 
 
-def write_fake_run(root: str | Path, run: Run, epochs: int | None = None) -> None:
+def write_fake_run(root: str | Path, run: Run) -> None:
     """Records of one run under root/<run_dir>/, record_source "generated"."""
-    history = fake_history(run, epochs or run.recipe.epochs)
+    history = fake_history(run, run.recipe.epochs)
     summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
                              diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
                              device="cpu", record_source="generated")

@@ -74,7 +74,7 @@ def test_outcomes_are_the_summaries(tmp_path, runs):
 def test_summaries_from_before_data_verification_read_it_as_null(tmp_path, runs):
     write_fake_run(tmp_path, runs[0])
     path = tmp_path / runs[0].run_dir / "summary.parquet"
-    old = read_sealed(path).to_pandas().drop(columns=["data_verification"])
+    old = read_sealed(path, 1, "one run").to_pandas().drop(columns=["data_verification"])
     atomic_write_parquet(old, path)  # a summary as initmem wrote it before the column
     assert read_records(tmp_path / runs[0].run_dir)[1]["data_verification"].isna().all()
     table, _ = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs))

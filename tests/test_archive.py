@@ -3,8 +3,12 @@
 import io
 import json
 import tarfile
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from fakes import write_fake_run
@@ -145,3 +149,75 @@ def test_aggregating_an_archive_of_another_config_warns(tmp_path, config, record
         assert warned == (name == "other.yaml")
         table = pd.read_parquet(tmp_path / "r.parquet")
         assert (table["status"] == "completed").sum() == (3 if name == "same.yaml" else 2)
+
+
+def resealed(path: Path, out: Path, **members: bytes) -> Path:
+    """The archive at `path` with members replaced (name: bytes, dots as underscores),
+    every checksum of its manifest made right again, as a stranger's tool could."""
+    with tarfile.open(path) as tar:
+        found = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    found.update({name.replace("_", "."): data for name, data in members.items()})
+    manifest = json.loads(found["manifest.json"])
+    manifest["sha256"] = {name: archive._sha256(data) for name, data in found.items()
+                          if name != "manifest.json"}
+    manifest["manifest_sha256"] = archive._manifest_digest(manifest)
+    tar_with(out, {**found, "manifest.json": json.dumps(manifest).encode()})
+    return out
+
+
+def parquet_of(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+MILLION_ROWS = parquet_of(pa.table({"epoch": pa.array(np.ones(10**6, dtype=np.int64))}))
+
+
+@pytest.mark.parametrize(("members", "reason"), [
+    ({"history_parquet": MILLION_ROWS},
+     "history.parquet: declares 1000000 rows, at most 3 expected (the summaries' epochs)"),
+    ({"summary_parquet": MILLION_ROWS},
+     "summary.parquet: declares 1000000 rows, at most 3 expected (the manifest's run "
+     "count)"),
+    ({"summary_parquet": parquet_of(pa.table({"device": ["x" * 100_000]}))},
+     "summary.parquet: declares 100"),
+], ids=["history-rows", "summary-rows", "summary-bytes"])
+def test_an_archive_declaring_too_much_is_refused_before_reading(
+        tmp_path, config, records, capsys, monkeypatch, members, reason):
+    """A few kilobytes of Parquet declaring a million rows (the real attack: 3 MB for 400
+    million, 5.7 GB read): one line from its metadata, no data read, nothing written."""
+    archive.pack(config, records, tmp_path / "runs.tar")
+    crafted = resealed(tmp_path / "runs.tar", tmp_path / "crafted.tar", **members)
+    assert crafted.stat().st_size < 100_000
+
+    read = pq.ParquetFile.read
+
+    def read_small(parquet: pq.ParquetFile, *args, **kwargs):
+        assert parquet.metadata.num_rows < 10**6, "data read before the metadata was checked"
+        return read(parquet, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", read_small)
+    code = cli.main(["archive", "unpack", str(crafted), "--out", str(tmp_path / "back")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{crafted}:{reason}" in err and "refused before reading" in err, err
+    assert not (tmp_path / "back").exists()
+
+
+def test_a_run_folder_with_more_history_rows_than_epochs_is_refused(tmp_path, config):
+    run = grid.expand_runs(config)[0]
+    write_fake_run(tmp_path, run)
+    (tmp_path / run.run_dir / "history.parquet").write_bytes(MILLION_ROWS)
+    with pytest.raises(RecordError, match=f"history.parquet: declares 1000000 rows, at most "
+                                          f"{run.recipe.epochs} expected \\(its summary's"):
+        read_records(tmp_path / run.run_dir)
+
+
+def test_a_manifest_nested_100000_deep_is_one_line(tmp_path, capsys):
+    tar_with(tmp_path / "deep.tar", {"manifest.json": b"[" * 100_000 + b"]" * 100_000})
+    code = cli.main(["archive", "unpack", str(tmp_path / "deep.tar"), "--out",
+                     str(tmp_path / "back")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{tmp_path / 'deep.tar'}:manifest.json: JSON nested deeper than 64 levels" in err

@@ -1,6 +1,7 @@
 """The claims engine on hand-made runs tables: gates, each verdict and its reason, the
 statistics' error rates on simulated studies, the claims file and its quotes."""
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -335,7 +336,7 @@ def test_every_quoted_sentence_is_in_the_paper():
     (lambda c: c["claims"][0].update(holds=["spreads >> 0"]), "names 'spreads'"),
     (lambda c: c["claims"][0].update(holds=["spread ~ 0"]), "needs its equivalence margin"),
     (lambda c: c["claims"][0]["gates"]["clock"][0].update(needs="soon"), "is not one of"),
-    (lambda c: c["claims"].append(c["claims"][0]), "claim ids repeat"),
+    (lambda c: c["claims"].append(copy.deepcopy(c["claims"][0])), "claim ids repeat"),
     (lambda c: c["claims"][0].pop("sentence"), "'sentence' is a required property"),
 ])
 def test_a_bad_claims_file_names_the_problem(tmp_path, edit, message):

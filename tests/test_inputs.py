@@ -28,7 +28,7 @@ from workflow_helpers import TEST_CONFIG, snakemake
 from initmem import cli
 from initmem.errors import InputError
 from initmem.plan import grid
-from initmem.plan.inputs import parse_yaml
+from initmem.plan.inputs import parse_json, parse_yaml
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.training import data
 
@@ -107,6 +107,11 @@ def text_of(data: dict) -> str:
     return json.dumps(data)
 
 
+# "Billion laughs": 1 KB of aliases that expand to 9^9 strings (gigabytes) when followed.
+ALIAS_BOMB = 'l0: &l0 "lol"\n' + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n"
+                                          for i in range(1, 10))
+DEEP = "[" * 100_000 + "]" * 100_000  # nested past any recursive parser's stack
+
 # name -> (file text, the key or words the one line must name)
 SPEC_CASES = {
     "sigma_w string": (text_of(mutated(lambda d: d["runs"][0].update(sigma_w="abc"))),
@@ -136,6 +141,8 @@ SPEC_CASES = {
     "YAML syntax error": ("recipe: [1, 2\n", "line"),
     "binary file": ("\0\x89PNG\r\n", "text file"),
     "not a mapping": ("- 1\n- 2\n", "mapping"),
+    "alias bomb": (ALIAS_BOMB, "refused at line 1, column 5: an anchor or alias"),
+    "nested 100,000 deep": (f"recipe: {DEEP}\n", "nested deeper than 64 levels"),
 }
 
 
@@ -201,6 +208,7 @@ CONFIG_CASES = {
                                "sigma_sets.two"),
     "b above the training set": (lambda text: text.replace("b: 32", "b: 128"), "b=128"),
     "YAML syntax error": (lambda text: text + "families: [\n", "line"),
+    "alias bomb": (lambda text: ALIAS_BOMB + text, "an anchor or alias (&name, *name)"),
     "width huge": (lambda text: text.replace("width: 0.125", "width: 1.0e+6"),
                    "families.main: width=1e+06 is not allowed on a CPU training job"),
     "width huge on a GPU": (lambda text: text.replace("width: 0.125", "width: 1.0e+6")
@@ -222,6 +230,25 @@ def test_bad_configs_are_one_line_with_status_2(tmp_path, capsys, case):
     assert code == 2, err
     assert named in err.splitlines()[0], err
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("text", [ALIAS_BOMB, f"families: {DEEP}\n"], ids=["aliases", "deep"])
+def test_a_config_bomb_ends_in_one_line_within_seconds(tmp_path, text):
+    """As a separate process with a time limit: an alias bomb or a 100,000-deep nesting
+    costs no memory to speak of and ends at once, naming the file and line."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "initmem", "grid", "--config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"initmem grid: error: {path}: refused at line 1" in done.stderr
+
+
+def test_deep_json_is_refused_before_parsing():
+    with pytest.raises(InputError, match="m.json: JSON nested deeper than 64 levels"):
+        parse_json(DEEP, "m.json")
+    # brackets inside strings, and an escaped backslash ending one, are not nesting
+    assert parse_json(r'{"a": ["[[[[", {"b": "\\"}]}', "m.json") == {"a": ["[[[[", {"b": "\\"}]}
 
 
 def test_config_check_and_spec_check_agree_on_a_bool_b():

@@ -1,6 +1,7 @@
 """Records that cannot lie: a damaged byte of a record file or an archive is an error
 naming the file, never a changed number or a silently missing run."""
 
+import copy
 import tarfile
 
 import pandas as pd
@@ -91,10 +92,19 @@ def test_aggregation_lists_every_damaged_run(tmp_path, config):
         assert str(tmp_path / run.run_dir / "history.parquet") in str(err.value)
 
 
+def of_3_epochs(config: dict) -> dict:
+    """The config with runs of 3 epochs (a history longer than its runs' epochs is
+    refused unread): more history bytes to damage."""
+    config = copy.deepcopy(config)
+    config["families"]["main"]["recipe"]["epochs"] = 3
+    return config
+
+
 def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
+    config = of_3_epochs(config)
     runs = grid.expand_runs(config)
     for run in runs:
-        write_fake_run(tmp_path / "runs", run, epochs=3)
+        write_fake_run(tmp_path / "runs", run)
     path = tmp_path / "runs.tar"
     archive.pack(config, tmp_path / "runs", path)
     original = [t.to_pandas() for t in archive.read_archive(path)]
@@ -117,9 +127,10 @@ def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
 def test_a_damaged_tar_header_says_the_archive_is_damaged(tmp_path, config):
     """tar takes a header that fails its checksum for the archive's end, so the members
     after it vanish: the message must say damaged, never that a member is absent."""
+    config = of_3_epochs(config)
     runs = grid.expand_runs(config)
     for run in runs:
-        write_fake_run(tmp_path / "runs", run, epochs=3)
+        write_fake_run(tmp_path / "runs", run)
     path = tmp_path / "runs.tar"
     archive.pack(config, tmp_path / "runs", path)
     with tarfile.open(path) as tar:

@@ -72,10 +72,10 @@ def test_records_from_before_the_field_read_with_its_default(tmp_path):
     run = Run(recipe, 1.0, 0)
     write_fake_run(tmp_path, run)
     path = tmp_path / run.run_dir / "summary.parquet"
-    old = read_sealed(path).to_pandas().drop(columns=["muon_adam_weight_decay"])
+    old = read_sealed(path, 1, "one run").to_pandas().drop(columns=["muon_adam_weight_decay"])
     atomic_write_parquet(old, path)  # a summary as initmem wrote it before the field
     summary = read_records(tmp_path / run.run_dir)[1]
     assert math.isnan(summary["muon_adam_weight_decay"].iloc[0])
-    typed = aggregate.typed_summaries(read_sealed(path))
+    typed = aggregate.typed_summaries(read_sealed(path, 1, "one run"))
     assert math.isnan(typed["muon_adam_weight_decay"].iloc[0])
     assert not aggregate.spec_mismatches(aggregate.expected_specs([run]), typed)

@@ -5,12 +5,13 @@ import fcntl
 import hashlib
 import io
 import os
-import pickle
 import random
 import signal
 import subprocess
 import sys
 import time
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,7 @@ RECIPE = Recipe(family="test", arch="resnet9", optimizer="adam", b=32, epochs=3,
                 best_test_subset=128, augment=True)  # weights at tau_best checkpointed too
 PACK = Pack(RECIPE, (Run(RECIPE, 0.5, 0), Run(RECIPE, 2.0, 1)))
 CPU = torch.device("cpu")
+LIMIT = 2**30  # bytes: any checkpoint of these tests' packs
 
 
 @pytest.fixture(scope="module")
@@ -63,16 +65,16 @@ def uninterrupted(splits, tmp_path_factory):
 def test_checkpoint_round_trip_and_fallback(tmp_path):
     checkpoint.save(tmp_path, {"k": 1})
     checkpoint.save(tmp_path, {"k": 2})
-    assert checkpoint.load_latest(tmp_path) == {"k": 2}
+    assert checkpoint.load_latest(tmp_path, LIMIT) == {"k": 2}
     raw = (tmp_path / checkpoint.LATEST).read_bytes()
     (tmp_path / checkpoint.LATEST).write_bytes(raw[:-10])  # truncated
     with pytest.raises(checkpoint.CheckpointError, match="latest.pt: checksum mismatch"):
-        checkpoint.read(tmp_path / checkpoint.LATEST)
-    assert checkpoint.load_latest(tmp_path) == {"k": 1}  # falls back to the previous one
+        checkpoint.read(tmp_path / checkpoint.LATEST, LIMIT)
+    assert checkpoint.load_latest(tmp_path, LIMIT) == {"k": 1}  # falls back to the previous
     flipped = bytearray((tmp_path / checkpoint.PREVIOUS).read_bytes())
     flipped[-1] ^= 0xFF
     (tmp_path / checkpoint.PREVIOUS).write_bytes(bytes(flipped))
-    assert checkpoint.load_latest(tmp_path) is None  # nothing good: start over
+    assert checkpoint.load_latest(tmp_path, LIMIT) is None  # nothing good: start over
     assert not list(tmp_path.glob(".ckpt.*"))  # no temporary files left behind
 
 
@@ -125,24 +127,31 @@ def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, unint
     assert records(out)[0]["bn_var_ratio"].gt(0).all()
 
 
-def sealed_bytes(blob: bytes) -> bytes:
-    """A checkpoint file whose checksum is valid over `blob`."""
-    return hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob
+def sealed_bytes(body: bytes) -> bytes:
+    """A checkpoint file whose checksum is valid over `body` (JSON, newline, tensors)."""
+    return (checkpoint.MAGIC + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n"
+            + body)
 
 
 def restores_badly(path: Path) -> None:  # loads, and fails midway through restoring
-    state = checkpoint.read(path)
+    state = checkpoint.read(path, LIMIT)
     state["clocks"] = "not a clock"
+    path.write_bytes(checkpoint.encode(state))
+
+
+def tensors_bytes(tensors: dict) -> bytes:
     buffer = io.BytesIO()
-    torch.save(state, buffer)
-    path.write_bytes(sealed_bytes(buffer.getvalue()))
+    torch.save(tensors, buffer)
+    return buffer.getvalue()
 
 
 @pytest.mark.parametrize("damage", [
-    lambda path: path.write_bytes(sealed_bytes(b"not a pickle")),
-    lambda path: path.write_bytes(sealed_bytes(pickle.dumps([1, 2]))),
+    lambda path: path.write_bytes(sealed_bytes(b"{not json\n" + tensors_bytes({}))),
+    lambda path: path.write_bytes(sealed_bytes(b"{}\nnot a torch file")),
+    lambda path: path.write_bytes(sealed_bytes(b"[1, 2]\n" + tensors_bytes({}))),
+    lambda path: path.write_bytes(sealed_bytes(b'{"k": {"$tensor": 3}}\n' + tensors_bytes({}))),
     restores_badly,
-], ids=["unpickles-not", "not-a-dict", "restores-not"])
+], ids=["json-not", "tensors-not", "not-a-dict", "tensor-missing", "restores-not"])
 def test_a_checkpoint_that_fails_for_any_reason_falls_back(splits, uninterrupted, tmp_path,
                                                            damage, caplog):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
@@ -242,7 +251,7 @@ def wait_for_checkpoint(folder: Path, proc: subprocess.Popen, past_update: int =
                         timeout: float = 120) -> None:
     """Until the pack has checkpointed beyond update `past_update`."""
     deadline = time.monotonic() + timeout
-    while (saved := checkpoint.load_latest(folder)) is None or saved["k"] <= past_update:
+    while (saved := checkpoint.load_latest(folder, LIMIT)) is None or saved["k"] <= past_update:
         assert proc.poll() is None, proc.stderr.read()
         assert time.monotonic() < deadline, f"no checkpoint past update {past_update} appeared"
         time.sleep(0.02)
@@ -297,7 +306,7 @@ def test_a_stop_signal_checkpoints_and_exits_with_its_status(
     assert second.returncode == 0 and "resumed from checkpoint" in err, err
     assert_same_records(uninterrupted[0], out)
     assert not heartbeat.path_of(out / ".checkpoints", PACK).exists()  # trained: removed
-    weights = checkpoint.load_latest(folder)["model"]
+    weights = checkpoint.load_latest(folder, LIMIT)["model"]
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, weights[name]), name
 
@@ -378,7 +387,8 @@ def assert_same_weights(expected: list[dict], got: list[dict]) -> None:
 
 def test_resume_after_a_compaction_is_bitwise_equal(compacted, tmp_path):
     """Stopped in epoch 2, after the diverged run left: the checkpoint holds the pack of 3
-    and the departed run's weights; the resumed pack ends as the uninterrupted one."""
+    and the departed run's weights (within the pack's checkpoint limit); the resumed pack
+    ends as the uninterrupted one."""
     splits = data.load_splits(stopping.DIVERGING_RECIPE, None)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     stop_at = stopping.DIVERGING_RECIPE.steps_per_epoch + 3
@@ -386,8 +396,9 @@ def test_resume_after_a_compaction_is_bitwise_equal(compacted, tmp_path):
                           checkpoint_every_s=0, progress=False)
     save = trainer._save
 
-    def save_then_stop():
+    def save_then_stop():  # the checkpoint of a pack and a departed run: within the limit
         save()
+        assert (ckpt / checkpoint.LATEST).stat().st_size <= trainer.checkpoint_limit()
         if trainer.loop.k >= stop_at:
             raise Preempted(f"stopped at update {trainer.loop.k}")
 
@@ -417,13 +428,14 @@ def test_sigkill_before_and_after_a_compaction_loses_nothing(compacted, tmp_path
         assert proc.poll() is None, "the pack finished before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        members = checkpoint.load_latest(folder)["members"]
+        members = checkpoint.load_latest(folder, LIMIT)["members"]
         assert len(members) == (4 if past_update < steps else 3)
     proc = cli(spec, out, "--keep-checkpoint")
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0 and "resumed from checkpoint" in err, err
     stopping.assert_same_records(compacted[0], out, pack)
-    assert_same_weights(compacted[1], saved_run_weights(checkpoint.load_latest(folder)))
+    assert_same_weights(compacted[1],
+                        saved_run_weights(checkpoint.load_latest(folder, LIMIT)))
 
 
 def test_only_unfinished_runs_train_unless_a_checkpoint_holds_them(tmp_path):
@@ -441,3 +453,103 @@ def test_only_unfinished_runs_train_unless_a_checkpoint_holds_them(tmp_path):
     assert command.unfinished_parts([three], out, root) == [three]
     done = Pack(RECIPE, (finished,))
     assert command.unfinished_parts([done], out, root) == []
+
+
+class RunsCode:
+    """Pickled, it names os.system: loading it runs a shell command."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def pickled_checkpoint(payload: object) -> bytes:
+    """A checkpoint in the pickle format of earlier versions, its SHA-256 line correct."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return hashlib.sha256(buffer.getvalue()).hexdigest().encode() + b"\n" + buffer.getvalue()
+
+
+def deep_json(path: Path) -> None:
+    path.write_bytes(sealed_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n"
+                                  + tensors_bytes({})))
+
+
+def sparse_10_gb(path: Path) -> None:  # no disk used
+    path.touch()
+    os.truncate(path, 10**10)
+
+
+@contextmanager
+def deadline(seconds: int):
+    """TimeoutError instead of a hang (SIGALRM interrupts a blocking open or read)."""
+    def hung(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(("craft", "reason"), [
+    (lambda path: path.write_bytes(pickled_checkpoint(RunsCode(path.parent / "ran"))),
+     "a checkpoint in the pickle format of earlier initmem versions, which can run code"),
+    (os.mkfifo, "a FIFO, not a regular file"),
+    (lambda path: path.symlink_to("/dev/zero"), "a symbolic link"),
+    (sparse_10_gb, "10000000000 bytes, more than a checkpoint of this pack can hold"),
+    (deep_json, "does not load (InputError: its state: JSON nested deeper than 64 levels"),
+], ids=["pickle-runs-code", "fifo", "link-to-dev-zero", "10-gb", "deep-json"])
+def test_a_hostile_checkpoint_ends_in_one_line_and_runs_nothing(tmp_path, capsys, craft,
+                                                                 reason):
+    """A crafted latest.pt: exit status 2, one line naming the file and why, within
+    seconds, no record written and the command in the pickle not run."""
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    PACK.dump(spec)
+    ckpt = out / ".checkpoints" / PACK.key
+    ckpt.mkdir(parents=True)
+    craft(ckpt / checkpoint.LATEST)
+    with deadline(60):
+        code = command_line(["train", str(spec), str(out), "--device", "cpu",
+                             "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{ckpt / checkpoint.LATEST}: {reason}" in err, err
+    assert not (ckpt / "ran").exists() and not (out / PACK.runs[0].run_dir).exists()
+
+
+def test_the_pickle_format_resumes_when_the_user_trusts_it(splits, tmp_path):
+    """A checkpoint of the earlier format, which the user made: --trust-checkpoint loads
+    it, and the next save writes the current format."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stopped_after(7, splits, out, ckpt)
+    for name in (checkpoint.LATEST, checkpoint.PREVIOUS):
+        state = checkpoint.read(ckpt / name, LIMIT)
+        (ckpt / name).write_bytes(pickled_checkpoint(state))
+    with pytest.raises(checkpoint.PickledCheckpoint, match="rerun with --trust-checkpoint"):
+        PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+    trusted = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False,
+                          trust_checkpoint=True)
+    assert trusted.loop.k == 7
+    trusted._save()
+    assert (ckpt / checkpoint.LATEST).read_bytes().startswith(checkpoint.MAGIC + b"\n")
+
+
+def test_compressed_tensor_records_are_refused(tmp_path):
+    """torch.save stores its records as they are; a deflated one could expand far beyond
+    the file's size, so it is refused before torch reads it."""
+    checkpoint.save(tmp_path, {"w": torch.zeros(1000)})
+    head, digest, state, blob = (tmp_path / checkpoint.LATEST).read_bytes().split(b"\n", 3)
+    with zipfile.ZipFile(io.BytesIO(blob)) as stored:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as deflated:
+            for record in stored.infolist():
+                deflated.writestr(record.filename, stored.read(record))
+    (tmp_path / checkpoint.LATEST).write_bytes(sealed_bytes(state + b"\n" + buffer.getvalue()))
+    with pytest.raises(checkpoint.CheckpointError, match="a compressed tensor record"):
+        checkpoint.read(tmp_path / checkpoint.LATEST, LIMIT)

@@ -2,8 +2,11 @@
 
 `load_yaml` reads a YAML or JSON file strictly: floats as YAML 1.2 and JSON write them
 (PyYAML's YAML 1.1 rules read `1e-05`, which `json.dumps` writes, as a string), and a
-key written twice in one mapping is refused (PyYAML keeps the last one silently). Every
-failure to read is one line naming the file. `check_spec` holds a pack spec to the
+key written twice in one mapping is refused (PyYAML keeps the last one silently), and so
+are anchors and aliases (configs have no use for them, and a 1 KB file of aliases expands
+to gigabytes: "billion laughs") and nesting deeper than MAX_DEPTH (`parse_json` bounds
+JSON the same way: a deeper file ends the parser in a RecursionError). Every failure to
+read is one line naming the file. `check_spec` holds a pack spec to the
 config schema's own field rules (strict JSON types: no bool for an integer, no string
 for a number), so `initmem grid` and `initmem train` accept exactly the same values.
 """
@@ -11,6 +14,7 @@ for a number), so `initmem grid` and `initmem train` accept exactly the same val
 from __future__ import annotations
 
 import copy
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -23,6 +27,9 @@ from initmem.errors import InputError
 from initmem.plan.schema import describe, schema
 
 FLOAT_TAG = "tag:yaml.org,2002:float"
+# Levels of nesting a config, spec, manifest or checkpoint state may have (they use under
+# ten); far below where a recursive parser or walker exhausts the stack.
+MAX_DEPTH = 64
 # YAML 1.2's core schema float: the exponent's sign and the mantissa's dot are optional.
 YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
                               |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
@@ -30,8 +37,30 @@ YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]
                               |\.(?:nan|NaN|NAN))$""", re.X)
 
 
+class Refused(yaml.MarkedYAMLError):
+    """Valid YAML that a config may not use."""
+
+
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 floats that refuses a key repeated in one mapping."""
+    """SafeLoader with YAML 1.2 floats that refuses a key repeated in one mapping, anchors,
+    aliases and nesting deeper than MAX_DEPTH."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise Refused(None, None, "an anchor or alias (&name, *name); configs have no use "
+                          "for them (aliases can expand a small file into gigabytes): write "
+                          "each value out", event.start_mark)
+        if self.depth >= MAX_DEPTH:
+            raise Refused(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                          event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set = set()
@@ -62,9 +91,25 @@ def parse_yaml(text: str, where: object = "<text>") -> Any:
         mark = err.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = err.problem or err.context or "unreadable"
-        raise InputError(f"{where}: not valid YAML or JSON{at}: {problem}") from None
+        what = "refused" if isinstance(err, Refused) else "not valid YAML or JSON"
+        raise InputError(f"{where}: {what}{at}: {problem}") from None
     except yaml.YAMLError as err:
         raise InputError(f"{where}: not valid YAML or JSON: {err}") from None
+
+
+JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def parse_json(text: str, where: object) -> Any:
+    """JSON text as Python data; InputError names `where` when it nests deeper than
+    MAX_DEPTH (checked before parsing), json.JSONDecodeError when it is not JSON."""
+    depth = 0
+    for bracket in re.findall(r"[][{}]", JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise InputError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; "
+                             "initmem's files nest under ten")
+    return json.loads(text)
 
 
 def load_yaml(path: str | Path, what: str) -> dict[str, Any]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 from initmem.errors import InputError
 from initmem.plan.grid import experiment_config, load_config
+from initmem.plan.inputs import parse_yaml
 
 
 def check(config_path: Path, root: Path) -> str:
@@ -21,7 +20,7 @@ def check(config_path: Path, root: Path) -> str:
     written = root / "config.yaml"
     if not written.exists():
         return f"{root}/ holds no config's outputs yet"
-    if yaml.safe_load(written.read_text()) != experiment_config(load_config(config_path)):
+    if parse_yaml(written.read_text(), written) != experiment_config(load_config(config_path)):
         raise InputError(f"{root}/ holds the outputs of another config than {config_path} "
                          f"({written} differs): run `make clean` first (it keeps "
                          f"{root}/laptop/), or move {root}/ away")

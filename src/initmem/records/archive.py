@@ -35,6 +35,7 @@ import yaml
 
 from initmem import __version__
 from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
+from initmem.plan.inputs import parse_json
 from initmem.records.files import (
     HISTORY_COLUMNS,
     HISTORY_RANGES,
@@ -43,8 +44,10 @@ from initmem.records.files import (
     RecordError,
     Where,
     atomic_write_bytes,
+    check_declared_size,
     check_schema_version,
     checked,
+    history_rows,
     read_folder_records,
     record_folder,
     sealed,
@@ -106,12 +109,21 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     members = {"summary.parquet": (summary_columns(), OUTCOME_RANGES),
                "history.parquet": (HISTORY_COLUMNS, HISTORY_RANGES)}
     manifest, *blobs = _read(path, *members)
-    tables = []
+    runs = manifest.get("runs")
+    if not isinstance(runs, int) or runs < 0:
+        raise RecordError(f"{path}: manifest.json counts {runs!r} runs; a count is an "
+                          "integer >= 0")
+    tables: list[pa.Table] = []
     for (name, (columns, ranges)), data in zip(members.items(), blobs, strict=True):
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
-        table = verified(pq.read_table(pa.BufferReader(data)), f"{path}:{name}")
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        # rows bounded before reading: the summaries by the manifest, the history by them
+        max_rows, whose = ((runs, "the manifest's run count") if not tables
+                           else (history_rows(tables[0]), "the summaries' epochs"))
+        check_declared_size(parquet.metadata, f"{path}:{name}", max_rows, whose)
+        table = verified(parquet.read(), f"{path}:{name}")
         checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
         tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
@@ -133,8 +145,9 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     """The checked manifest, then the bytes of the named members."""
     try:
         with tarfile.open(path, mode="r:") as tar:
-            manifest = json.loads(_member(tar, path, "manifest.json", f"{path}: not a runs "
-                                          "archive (it has no manifest.json)"))
+            manifest = parse_json(_member(tar, path, "manifest.json", f"{path}: not a runs "
+                                          "archive (it has no manifest.json)").decode(),
+                                  f"{path}:manifest.json")
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "

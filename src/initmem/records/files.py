@@ -57,7 +57,9 @@ every read also checks each number against its column's Range (HISTORY_RANGES,
 OUTCOME_RANGES, beside the columns) and names the first out of range or of another type.
 Files are written atomically (temporary file, fsync, rename), history first: a run is
 complete exactly when its summary.parquet exists and reads back, checksum intact, with
-this schema.
+this schema. Before a file's data is read, its metadata must declare no more rows than
+expected (a summary: one per run; a history: the summaries' epochs) of ROW_BYTES each:
+a few megabytes of Parquet can declare hundreds of millions of rows.
 """
 
 from __future__ import annotations
@@ -83,12 +85,16 @@ import pyarrow.parquet as pq
 
 from initmem import __version__
 from initmem.errors import InputError, naming
+from initmem.plan.schema import schema
 from initmem.plan.spec import LATER_FIELDS, Recipe, Run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
 SCHEMA_VERSION = 3
 OLDEST_SCHEMA_VERSION = 2  # the oldest that reads: it lacks LATER_COLUMNS only
 DIGEST_KEY = b"initmem.sha256"
+# Uncompressed bytes a record row may take in a Parquet file: a summary row of
+# results/laptop/v2/runs.tar takes 276 (15,169 for 55 rows), its strings the most.
+ROW_BYTES = 16 * 1024
 
 HISTORY_COLUMNS: dict[str, str] = {
     "run_id": "string", "epoch": "int64",
@@ -368,16 +374,52 @@ def sealed(table: pa.Table) -> pa.Table:
     return table.replace_schema_metadata(metadata)
 
 
-def read_sealed(path: Path) -> pa.Table:
-    """A record file whose checksum matches its content; RecordError names the file and
-    the fix otherwise."""
+def read_sealed(path: Path, max_rows: int, expected: str) -> pa.Table:
+    """A record file of at most `max_rows` rows (`expected` says whose) whose checksum
+    matches its content; RecordError names the file and the fix otherwise."""
     try:  # ParquetFile.read is ~3x faster than read_table on thousands of small files
-        table = pq.ParquetFile(path).read(use_threads=False)
+        parquet = pq.ParquetFile(path)
+        check_declared_size(parquet.metadata, path, max_rows, expected)
+        table = parquet.read(use_threads=False)
     except FileNotFoundError:
         raise RecordError(f"{path}: missing; {REDO}") from None
+    except RecordError:
+        raise
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as err:
         raise RecordError(f"{path}: unreadable ({err}); {REDO}") from None
     return verified(table, path)
+
+
+def check_declared_size(metadata: pq.FileMetaData, where: object, max_rows: int,
+                        expected: str) -> None:
+    """RecordError unless a Parquet file's metadata declares at most `max_rows` rows
+    (`expected`: whose count bounds them) and ROW_BYTES of uncompressed data per row."""
+    groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+    rows = max(metadata.num_rows, sum(g.num_rows for g in groups))
+    size = sum(g.column(c).total_uncompressed_size for g in groups for c in range(g.num_columns))
+    if rows > max_rows:
+        raise RecordError(f"{where}: declares {rows} rows, at most {max_rows} expected "
+                          f"({expected}); refused before reading")
+    if size > max(rows, 1) * ROW_BYTES:
+        raise RecordError(f"{where}: declares {size} bytes for {rows} rows, more than "
+                          f"{ROW_BYTES} a row; refused before reading")
+
+
+def history_rows(summaries: pa.Table) -> int:
+    """The most history rows the runs of these summaries have: their recipes' epochs,
+    each taken at most at the config schema's maximum."""
+    cap = schema()["$defs"]["field"]["epochs"]["maximum"]
+    epochs = summaries.column("epochs").to_pylist() if "epochs" in summaries.column_names else []
+    return sum(min(e, cap) if isinstance(e, int) and e >= 0 else cap for e in epochs)
+
+
+def read_run_files(folder: Path) -> tuple[pa.Table, pa.Table]:
+    """(history, summary) of one run folder, checksums verified, its history no longer
+    than its summary's epochs."""
+    summary = read_sealed(folder / "summary.parquet", 1, "a run's summary is one row")
+    history = read_sealed(folder / "history.parquet", history_rows(summary),
+                          "its summary's epochs")
+    return history, summary
 
 
 # Snakemake keeps an up-to-date aggregate when an input record disappears, so the rerun
@@ -428,8 +470,9 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
 def read_records(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(history, summary) of one run; RecordError names the file if either is bad."""
     run_dir = Path(run_dir)
-    history = _read(run_dir / "history.parquet", HISTORY_COLUMNS, HISTORY_RANGES)
-    summary = _read(run_dir / "summary.parquet", summary_columns(), OUTCOME_RANGES)
+    history, summary = read_run_files(run_dir)
+    history = _frame(history, run_dir / "history.parquet", HISTORY_COLUMNS, HISTORY_RANGES)
+    summary = _frame(summary, run_dir / "summary.parquet", summary_columns(), OUTCOME_RANGES)
     check_schema_version(int(summary["schema_version"].iloc[0]), run_dir / "summary.parquet")
     return history, summary
 
@@ -497,13 +540,14 @@ def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
     return table
 
 
-def _read(path: Path, columns: dict[str, str], ranges: dict[str, Range]) -> pd.DataFrame:
-    frame = typed(with_later_fields(read_sealed(path), columns).to_pandas(), columns, str(path))
+def _frame(table: pa.Table, path: Path, columns: dict[str, str],
+           ranges: dict[str, Range]) -> pd.DataFrame:
+    frame = typed(with_later_fields(table, columns).to_pandas(), columns, str(path))
     check_ranges(frame, ranges, str(path))
     return frame
 
 
-RECORD_FILES = ("history.parquet", "summary.parquet")
+RECORD_FILES = ("history.parquet", "summary.parquet")  # as read_run_files returns them
 
 
 def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa.Table]:
@@ -518,7 +562,7 @@ def read_folder_records(root: str | Path, runs: list[Run]) -> tuple[pa.Table, pa
         if not (folder / "summary.parquet").exists():
             continue
         try:
-            tables = [read_sealed(folder / name) for name in RECORD_FILES]
+            tables = read_run_files(folder)
         except RecordError as err:
             damaged.append(str(err))
             continue

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.plan.inputs import parse_json
 from initmem.plan.spec import Pack
 from initmem.records.files import atomic_write_bytes
 
@@ -60,7 +61,7 @@ def read(path: Path) -> dict[str, Any] | None:
     writes: its pid must be a positive integer, since `initmem status` signals it and
     reads /proc/<pid>/ (a shared results folder may hold anyone's file)."""
     try:
-        beat = json.loads(path.read_text())
+        beat = parse_json(path.read_text(), path)
     except (OSError, ValueError):
         return None
     pid = beat.get("pid") if isinstance(beat, dict) else None

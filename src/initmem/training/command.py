@@ -89,6 +89,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "epoch end is checkpointed too")
     parser.add_argument("--keep-checkpoint", action="store_true",
                         help="keep the final checkpoint (the trained weights) after success")
+    parser.add_argument(checkpoint.TRUST, action="store_true",
+                        help="load a checkpoint in the pickle format of earlier initmem "
+                             "versions, which can run code: only one you made yourself")
     parser.add_argument("--packed-on-cpu", action="store_true",
                         help="on CPU, train the whole pack at once even when it is large")
     parser.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
@@ -147,7 +150,8 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
     trainer = PackTrainer(part, splits, args.out_dir, device, checkpoint_dir=root / part.key,
                           checkpoint_every_s=args.checkpoint_every,
                           progress=not args.no_progress, compaction=args.compaction,
-                          observers=[beat] + ([curves] if curves else []), **speed)
+                          observers=[beat] + ([curves] if curves else []),
+                          trust_checkpoint=args.trust_checkpoint, **speed)
     beat.beat(trainer.loop.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from initmem.errors import InputError
+from initmem.plan.inputs import parse_json
 from initmem.plan.spec import EVAL_SIZE, SYNTHETIC_EVAL_SIZE, SYNTHETIC_TRAIN_SIZE, Recipe
 from initmem.vocabulary import GENERATED_DATA, MANIFEST_VERIFIED, MD5_VERIFIED, UNVERIFIED
 
@@ -241,7 +242,7 @@ def _manifest_sums(folder: Path) -> dict[str, str] | str:
     if not path.is_file():
         return f"the copy has no {MANIFEST} (the offline builder writes one)"
     try:
-        manifest = json.loads(path.read_text())
+        manifest = parse_json(path.read_text(), path)
         sums = manifest["sha256"] if manifest.get("format") == MANIFEST_FORMAT else None
     except (ValueError, TypeError, KeyError, AttributeError, OSError):
         sums = None

@@ -48,6 +48,7 @@ EVAL_BATCH = {"cpu": 128, "cuda": 1000}
 # 5: the last batch's BatchNorm variances (an epoch resumed after its last update records
 # its bn_var_ratio from them). 6: each run's weights at tau_best (Recipe.best_test_subset).
 CHECKPOINT_FORMAT = 6
+HISTORY_ROW_JSON = 2048  # bytes of one run's epoch in a checkpoint's JSON: about 700
 
 
 @torch.no_grad()
@@ -218,7 +219,8 @@ class PackTrainer:
     def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
                  checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
                  progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
-                 compaction: bool = True, observers: Sequence[Observer] = ()):
+                 compaction: bool = True, observers: Sequence[Observer] = (),
+                 trust_checkpoint: bool = False):
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -228,7 +230,7 @@ class PackTrainer:
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
         self.cuda_graph, self.channels_last, self.compaction = cuda_graph, channels_last, compaction
-        self.observers = observers
+        self.observers, self.trust_checkpoint = observers, trust_checkpoint
         self._build(len(runs))
         self.model.init_([r.sigma_w for r in runs],
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
@@ -412,6 +414,17 @@ class PackTrainer:
             **self.loop.saved(),
         }
 
+    def checkpoint_limit(self) -> int:
+        """The most bytes a checkpoint of this pack takes (a larger file is refused unread):
+        the network's state three times (the pack's, the departed runs', the weights at
+        tau_best) and the optimizer's slots; per run, an epoch's example order and
+        augmentations (int64), two generator states and its history; 1 MiB of structure."""
+        recipe, n = self.pack.recipe, self.model.n
+        weights = sum(t.nbytes for t in self.model.state_dict().values())
+        slots = sum(t.nbytes for t in self.optimizer.slots.values())
+        per_run = 4 * 8 * recipe.n_train + 2 * 8192 + HISTORY_ROW_JSON * recipe.epochs
+        return 3 * weights + slots + n * per_run + 2**20
+
     def _save(self) -> None:
         if self.checkpoint_dir is not None:
             checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
@@ -421,7 +434,10 @@ class PackTrainer:
         when every one fails, stop with an error that says so before anything restarts."""
         checkpoint.discard_partial(self.checkpoint_dir)
         failed = []
-        for path, saved in checkpoint.generations(self.checkpoint_dir):
+        for path, saved in checkpoint.generations(self.checkpoint_dir, self.checkpoint_limit(),
+                                                  self.trust_checkpoint):
+            if isinstance(saved, checkpoint.PickledCheckpoint):
+                raise saved  # the user's call, not damage an older generation gets around
             if isinstance(saved, checkpoint.CheckpointError):
                 failed.append(str(saved))
                 continue
