@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from initmem.analysis import gates, inference, metrics
+from initmem.analysis import gates, inference, metrics, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
@@ -300,16 +300,23 @@ def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, floa
     effect = (sum(c * paper[t] for c, t in named) - threshold
               if all(t in paper for _, t in named) else None)
     op, offset = match["op"], 0.0
+    compared = [(c, values[t]) for c, t in named]
     if op == "~":
         offset = threshold
         estimate = replace(estimate, value=estimate.value - offset)
+        compared.append((1.0, inference.exact(-offset)))
         threshold = float(match["margin"])
-        test = inference.test_equivalent(estimate, threshold, level)
+    # A comparison of spreads is tested by the bias-aware bootstrap, anything else by t
+    # (or Tukey): both modules give the same three tests.
+    tests, subject = ((spread_gap, compared) if spread_gap.applies(compared)
+                      else (inference, estimate))
+    if op == "~":
+        test = tests.test_equivalent(subject, threshold, level)
     elif op == "<=":
-        test = inference.test_less(estimate, threshold, level)
+        test = tests.test_less(subject, threshold, level)
     else:
         refute = threshold + effect / 2 if op == ">>" and effect and effect > 0 else threshold
-        test = inference.test_greater(estimate, threshold, refute, level)
+        test = tests.test_greater(subject, threshold, refute, level)
     return Condition(text, op, named, offset, estimate, threshold, test, effect, level)
 
 
@@ -334,7 +341,9 @@ def plan_seeds(condition: Condition, values: dict[str, Estimate], paper: dict[st
         plans.append(inference.Plan(1.0, inference.exact(-condition.offset), -condition.offset))
     single_spread = len(plans) == 1 and plans[0].template.kind == "spread"
     op = {">>": ">", ">=": ">", "<=": "<"}.get(condition.op, "<" if single_spread else "~")
-    seeds = inference.seeds_needed(plans, op, condition.threshold, level)
+    comparison = spread_gap.applies([(p.coefficient, p.template) for p in plans])
+    seeds = inference.seeds_needed(plans, op, condition.threshold, level, rate=(
+        spread_gap.holds_rate if comparison else inference.holds_rate))
     note = ("at the 80% upper confidence limit of the seed noise; for single-seed cells that "
             "of the study's multi-seed cells, for planning only" if borrowed else
             "at the 80% upper confidence limit of the seed noise measured here")
@@ -481,23 +490,42 @@ def _claimed(condition: Condition) -> str:
         condition.op, f"within +-{t}")
 
 
+def _bound_name(condition: Condition, level: float) -> str:
+    """How a bound at `level` is read: Tukey's (a spread alone), the bias-aware bootstrap
+    (spreads compared) or one-sided t."""
+    method = condition.test.method
+    return f"{'one-sided' if method == 't' else method} {100 * level:.3g}%"
+
+
+def _test_words(condition: Condition) -> str:
+    """The bound the decision reads and its p, named by convention."""
+    lo, hi = condition.test.interval
+    p = ("" if math.isnan(condition.test.p) else
+         f"; p = {condition.test.p:.2g}, Holm p = {condition.p_holm:.2g}")
+    if condition.op == "~" and condition.estimate.kind != "spread":
+        method = "" if condition.test.method == "t" else f" ({condition.test.method})"
+        return f"90% CI{method} {_fmt(lo)} to {_fmt(hi)}, two one-sided tests{p}"
+    side, bound = ("upper", hi) if math.isinf(lo) else ("lower", lo)
+    return f"{_bound_name(condition, 1 - ALPHA)} {side} bound {_fmt(bound)}{p}"
+
+
 def _phrase(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
-    lo, hi = condition.estimate.interval()
-    p = "" if math.isnan(condition.p_holm) else f", Holm p = {condition.p_holm:.2g}"
-    interval = ("one seed, so no interval" if not condition.estimate.known
-                else f"95% CI {_fmt(lo)} to {_fmt(hi)}{p}")
+    words = ("one seed, so no interval" if not condition.estimate.known
+             else _test_words(condition))
     return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)} "
-            f"({interval}); claimed {_claimed(condition)}.")
+            f"({words}); claimed {_claimed(condition)}.")
 
 
 def _refutation(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
-    lo, hi = condition.test.interval
     what = (f"half the paper's {_fmt(condition.effect)}"
             if condition.op == ">>" and condition.effect and condition.effect > 0
             else _claimed(condition))
+    side = {">>": "upper", ">=": "upper", "<=": "lower"}.get(
+        condition.op, "lower" if condition.test.limit > 0 else "upper")
     return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)}; its "
-            f"{100 * condition.level:.3g}% interval {_fmt(lo)} to {_fmt(hi)} (Bonferroni over "
-            f"the claim's conditions) excludes {what}.")
+            f"{_bound_name(condition, condition.level)} {side} bound "
+            f"{_fmt(condition.test.limit)} (Bonferroni over the claim's conditions) "
+            f"excludes {what}.")
 
 
 def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
