@@ -388,6 +388,7 @@ class Verdict:
     gates: list[gates.Gate]
     conditions: list[Condition]
     seeds: int | None = None
+    ungated: str = ""  # out of regime: the kind the conditions alone would give
 
     def row(self) -> dict[str, Any]:
         paper = self.claim.get("paper", {})
@@ -398,7 +399,7 @@ class Verdict:
                                   for n, e in self.values.items()),
                 "gates": "; ".join(g.text() for g in self.gates),
                 "gates_in_short": gates_in_short(self.gates),
-                "seeds_needed": self.seeds,
+                "seeds_needed": self.seeds, "without_gates": self.ungated,
                 **{f"ours.{n}": e.value for n, e in self.values.items()},
                 **{f"ci_low.{n}": e.interval()[0] for n, e in self.values.items()},
                 **{f"ci_high.{n}": e.interval()[1] for n, e in self.values.items()}}
@@ -437,10 +438,21 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
     make = _maker(claim, values, checked)
     if missing:
         return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")
+    judged = _judge_conditions(claim, values, planning, make)
     failed = [g for g in checked if g.passed is False]
     if failed:
-        return make("out of regime", "The paper's presuppositions do not hold here: "
-                    + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
+        verdict = make("out of regime", "The paper's presuppositions do not hold here: "
+                       + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
+        verdict.ungated = judged.kind
+        verdict.reason += (" Not a verdict, since the gate fails: without it the data would "
+                           f"say \"{judged.reason}\"")
+        return verdict
+    return judged
+
+
+def _judge_conditions(claim: dict[str, Any], values: dict[str, Estimate],
+                      planning: tuple[float, float], make) -> Verdict:
+    """The verdict the conditions give, Holm-corrected (gates aside)."""
     m, paper = len(claim["holds"]), claim.get("paper", {})
     conditions = [test_condition(t, values, paper, 1 - ALPHA / m) for t in claim["holds"]]
     for condition, p in zip(conditions, inference.holm([c.test.p for c in conditions]),
@@ -556,7 +568,7 @@ def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
 # ------------------------------------------------------------------------------ output
 
 DISPLAY = ["id", "section", "paper", "ours", "gates", "verdict", "kind", "reason",
-           "seeds_needed"]
+           "seeds_needed", "without_gates"]
 
 
 def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
