@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from initmem.analysis import gates, inference, metrics, spread_gap
+from initmem.analysis import gates, inference, magnitude, metrics, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
@@ -389,6 +389,7 @@ class Verdict:
     conditions: list[Condition]
     seeds: int | None = None
     ungated: str = ""  # out of regime: the kind the conditions alone would give
+    size: tuple[str, str] = ("", "")  # magnitude against the paper's: word, sentence
 
     def row(self) -> dict[str, Any]:
         paper = self.claim.get("paper", {})
@@ -400,6 +401,7 @@ class Verdict:
                 "gates": "; ".join(g.text() for g in self.gates),
                 "gates_in_short": gates_in_short(self.gates),
                 "seeds_needed": self.seeds, "without_gates": self.ungated,
+                "magnitude": self.size[0], "magnitude_why": self.size[1],
                 **{f"ours.{n}": e.value for n, e in self.values.items()},
                 **{f"ci_low.{n}": e.interval()[0] for n, e in self.values.items()},
                 **{f"ci_high.{n}": e.interval()[1] for n, e in self.values.items()}}
@@ -439,11 +441,16 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
     if missing:
         return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")
     judged = _judge_conditions(claim, values, planning, make)
+    compared = pd.concat([done_runs(cells[n]) for n in
+                          dict.fromkeys(v["cell"] for v in claim["values"].values())])
+    judged.size = magnitude.statement(claim.get("paper", {}), values, compared,
+                                      metrics.recipe_keys(), claim.get("paper_accuracy"),
+                                      judged.label, _shown)
     failed = [g for g in checked if g.passed is False]
     if failed:
         verdict = make("out of regime", "The paper's presuppositions do not hold here: "
                        + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
-        verdict.ungated = judged.kind
+        verdict.ungated, verdict.size = judged.kind, judged.size
         verdict.reason += (" Not a verdict, since the gate fails: without it the data would "
                            f"say \"{judged.reason}\"")
         return verdict
@@ -567,8 +574,8 @@ def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
 
 # ------------------------------------------------------------------------------ output
 
-DISPLAY = ["id", "section", "paper", "ours", "gates", "verdict", "kind", "reason",
-           "seeds_needed", "without_gates"]
+DISPLAY = ["id", "section", "paper", "ours", "magnitude", "magnitude_why", "gates", "verdict",
+           "kind", "reason", "seeds_needed", "without_gates"]
 
 
 def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
@@ -593,18 +600,20 @@ def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
 
 
 def render_markdown(table: pd.DataFrame) -> str:
-    """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, the
-    gates, the verdict and its reason in a sentence."""
+    """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, their
+    size against the paper's, the gates, the verdict and its reason in a sentence."""
     def cell(text: object) -> str:
         return str(text).replace("|", "\\|")
 
     robust = "robustness" in table
-    head = "| claim | paper | ours [95% CI] | gates | verdict | why |" + (
-        " robustness |" if robust else "")
-    lines = [head, "|" + " --- |" * (7 if robust else 6)]
+    head = ("| claim | paper | ours [95% CI] | size against the paper's | gates | verdict | "
+            "why |" + (" robustness |" if robust else ""))
+    lines = [head, "|" + " --- |" * (8 if robust else 7)]
     for r in table.to_dict("records"):
+        size = f"**{r['magnitude']}**: {r['magnitude_why']}" if r["magnitude"] else ""
         line = (f"| `{r['id']}` ({r['section']}) | {cell(r['paper'])} | {cell(r['ours'])} | "
-                f"{cell(r['gates_in_short'])} | **{r['verdict']}** | {cell(r['reason'])} |")
+                f"{cell(size)} | {cell(r['gates_in_short'])} | **{r['verdict']}** | "
+                f"{cell(r['reason'])} |")
         lines.append(line + (f" {cell(r['robustness'])} |" if robust else ""))
     return "\n".join(lines) + "\n"
 
