@@ -55,8 +55,9 @@ def accuracy_range(runs: pd.DataFrame, keys: list[str]) -> tuple[float, float]:
 def statement(paper: dict[str, float], values: dict[str, Estimate], runs: pd.DataFrame,
               keys: list[str], paper_accuracy: list[float] | None,
               label: Callable[[str], str], shown: Callable[[Estimate], str]) -> tuple[str, str]:
-    """The claim's magnitude word and its sentence: each value (`label`, `shown` with its
-    interval) beside the paper's."""
+    """The claim's magnitude word and its sentence: where the scale differs, how (the word
+    says it is not comparable); then each value (`label`, `shown` with its interval)
+    beside the paper's."""
     compared = {n: compare(v, values[n]) for n, v in paper.items() if n in values}
     compared = {n: w for n, w in compared.items() if w != "no interval"}
     if not compared:
@@ -70,8 +71,7 @@ def statement(paper: dict[str, float], values: dict[str, Estimate], runs: pd.Dat
         lo, hi = accuracy_range(runs, keys)
         theirs = (f", the paper's {paper_accuracy[0]:g}-{paper_accuracy[1]:g}%"
                   if paper_accuracy else "")
-        why = (f"Not comparable at this scale ({'; '.join(gaps)}: test accuracy "
-               f"{lo:.0f}-{hi:.0f}% here{theirs}). ")
+        why = f"{'; '.join(gaps)}: test accuracy {lo:.0f}-{hi:.0f}% here{theirs}. "
         return WORDS[3], why + "; ".join(parts) + "."
     return word, "; ".join(parts) + "."
 
