@@ -9,13 +9,19 @@ A claim is judged in three steps:
    regime. A failed gate: "cannot be judged (out of regime)", naming the gate, the cell and
    the numbers.
 3. Each condition of `holds` is tested; Holm's correction within the claim:
-   holds      every condition's 95% interval lies on the claimed side (Holm-adjusted p)
-   fails      some condition's interval (Bonferroni level) excludes the claimed effect:
-              below half the paper's effect, or wholly outside an equivalence margin
+   holds      every condition's one-sided test passes at 5% (Holm-adjusted p): its
+              one-sided 95% bound lies on the claimed side (an equivalence: Schuirmann's
+              TOST, its 90% interval inside the margin); spreads compared by the
+              bias-aware bootstrap of initmem.analysis.spread_gap
+   fails      some condition's one-sided bound (Bonferroni level) excludes the claimed
+              effect: below half the paper's effect, or wholly outside a margin
    cannot be judged (underpowered), otherwise: the interval covers both, with the seeds
               per cell that would separate the paper's effect from zero at this noise.
-Several archives of one config are judged each; a claim whose verdicts differ is marked
-"not robust". The claims file's format is in its header; its schema is claims.schema.yaml.
+A gated claim also quotes what its conditions alone would say, marked as not a verdict.
+Apart from the verdict (direction), initmem.analysis.magnitude says how large our values
+are against the paper's. Several archives of one config are judged each; a claim whose
+verdicts differ is marked "not robust". The claims file's format is in its header; its
+schema is claims.schema.yaml.
 """
 
 from __future__ import annotations
