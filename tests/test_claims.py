@@ -72,7 +72,7 @@ def test_a_large_sgd_spread_over_a_small_adam_one_holds_and_says_so_in_words():
                      *sweep("adam", 16, 80, 1, noise=noise(1, 0.5))])
     assert result.verdict == "holds", result.reason
     assert result.reason.startswith("Holds. SGD's spread - spread adam = ")
-    assert "95% CI" in result.reason and "Holm p" in result.reason
+    assert "95% lower bound" in result.reason and "Holm p" in result.reason
     row = result.row()
     assert row["ours"].startswith("SGD's spread: 20.7 [19.5, 21.9]")
     assert "trained (sgd): pass" in row["gates"]
@@ -124,8 +124,18 @@ def test_an_untrained_cell_is_out_of_regime_and_the_reason_names_run_and_number(
     rows[-1]["train_acc_last"] = 0.973  # sigma_w 2.5, seed 2
     result = judged([*rows, *sweep("adam", 16, 80, 1, noise=noise(1, 0.5))])
     assert (result.verdict, result.kind) == ("cannot be judged", "out of regime")
-    assert ("trained (sgd): final training accuracy >= 99.5% in 14 of 15 runs "
-            "(lowest 97.3%, sigma_w 2.5 seed 2)") in result.reason
+    assert ("trained (sgd): final training accuracy below 99.5% in 1 of 15 runs: "
+            "sigma_w 2.5 seed 2 at 97.3% (2.2 pp short)") in result.reason
+
+
+def test_a_gated_claim_says_what_the_data_would_say_without_the_gate_marked_not_a_verdict():
+    rows = sweep("sgd", 16, 80, 20, noise=noise(0, 0.5))
+    rows[-1]["train_acc_last"] = 0.973
+    result = judged([*rows, *sweep("adam", 16, 80, 1, noise=noise(1, 0.5))])
+    assert result.kind == "out of regime" and result.ungated == "holds"
+    assert ('Not a verdict, since the gate fails: without it the data would say "Holds. '
+            "SGD's spread - spread adam = ") in result.reason
+    assert result.row()["without_gates"] == "holds"
 
 
 def test_a_short_clock_is_out_of_regime():
@@ -228,9 +238,10 @@ def test_the_trained_gate_checks_the_end_tau_best_and_interpolation_per_run():
     runs = runs_table(rows)
     end, best, interp = gates.trained("sgd", runs, {"end": 99.5, "best": 50,
                                                     "interpolates": True})
-    assert end.passed and end.detail == "final training accuracy >= 99.5% in 5 of 5 runs"
+    assert end.passed and end.detail == "final training accuracy >= 99.5% in all 5 runs"
     assert not best.passed
-    assert best.detail.endswith("in 4 of 5 runs (lowest 45.0%, sigma_w 1 seed 0)")
+    assert best.detail.endswith("below 50% in 1 of 5 runs: sigma_w 1 seed 0 at 45.0% "
+                                "(5.0 pp short)")
     assert not interp.passed and "(not: sigma_w 1 seed 0)" in interp.detail
 
 

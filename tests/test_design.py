@@ -67,8 +67,9 @@ def test_the_plan_names_each_obstacle_before_training():
     assert short.startswith("out of regime: adam: T_adapt reached")
     assert f"80 updates, BatchNorm needs {design.BN_UPDATES}" in short
     noisy = plan(config_with(epochs=100, lr0=0.1), noise_sd=12.0)
-    assert noisy.startswith("underpowered: sgd runs 3 seeds, needs")
-    assert plan(config_with(epochs=100, lr0=0.1), noise_sd=0.5).startswith("reachable")
+    assert noisy.startswith("refutable only: sgd runs 3 seeds, confirming needs")
+    assert plan(config_with(epochs=100, lr0=0.1), noise_sd=0.5).startswith(
+        "confirmable with power")
 
 
 def test_a_cell_the_config_leaves_out_is_planned_at_its_scale():

@@ -70,12 +70,13 @@ def test_a_spread_enters_a_difference_with_its_extremes_standard_error():
     assert d.df == pytest.approx(12)
 
 
-def test_greater_uses_the_two_sided_t_p_and_refutes_below_half_the_effect():
+def test_greater_uses_the_one_sided_t_p_and_refutes_below_half_the_effect():
     d = Estimate(2.0, "mean", sigma=2.0, n=4, df=3)  # se 1
     result = inference.test_greater(d, 0.0, refute_below=10.0)
-    assert result.p == pytest.approx(2 * stats.t.sf(2.0, 3))
-    hi = 2.0 + stats.t.ppf(0.975, 3)
-    assert result.interval[1] == pytest.approx(hi)
+    assert result.p == pytest.approx(stats.t.sf(2.0, 3))
+    assert result.interval == pytest.approx((2.0 - stats.t.ppf(0.95, 3), math.inf))
+    hi = 2.0 + stats.t.ppf(0.95, 3)  # the one-sided upper bound at the level given
+    assert result.limit == pytest.approx(hi)
     assert result.refuted == (hi < 10.0)
     assert inference.test_greater(d, 0.0, refute_below=12.0).refuted
 
@@ -95,11 +96,13 @@ def test_an_upper_bound_holds_only_when_the_interval_lies_below_it():
     assert inference.test_less(e, 1.0).refuted  # the interval lies wholly above 1
 
 
-def test_equivalence_is_two_one_sided_tests():
-    """0.2 +- se 0.25 within a margin of 1: p = 2 max(t.sf(4.8, 15), t.sf(3.2, 15))."""
+def test_equivalence_is_schuirmanns_two_one_sided_tests():
+    """0.2 +- se 0.25 within a margin of 1: p = max(t.sf(4.8, 15), t.sf(3.2, 15)), not
+    doubled, and the interval shown is the 90% one."""
     e = Estimate(0.2, "mean", sigma=1.0, n=16, df=15)
     result = inference.test_equivalent(e, 1.0)
-    assert result.p == pytest.approx(2 * stats.t.sf(3.2, 15))
+    assert result.p == pytest.approx(stats.t.sf(3.2, 15))
+    assert result.interval == pytest.approx(e.interval(0.90))
     assert result.p < 0.05 and not result.refuted
     far = inference.test_equivalent(Estimate(3.0, "mean", sigma=1.0, n=16, df=15), 1.0)
     assert far.refuted and far.p > 0.05

@@ -9,13 +9,19 @@ A claim is judged in three steps:
    regime. A failed gate: "cannot be judged (out of regime)", naming the gate, the cell and
    the numbers.
 3. Each condition of `holds` is tested; Holm's correction within the claim:
-   holds      every condition's 95% interval lies on the claimed side (Holm-adjusted p)
-   fails      some condition's interval (Bonferroni level) excludes the claimed effect:
-              below half the paper's effect, or wholly outside an equivalence margin
+   holds      every condition's one-sided test passes at 5% (Holm-adjusted p): its
+              one-sided 95% bound lies on the claimed side (an equivalence: Schuirmann's
+              TOST, its 90% interval inside the margin); spreads compared by the
+              bias-aware bootstrap of initmem.analysis.spread_gap
+   fails      some condition's one-sided bound (Bonferroni level) excludes the claimed
+              effect: below half the paper's effect, or wholly outside a margin
    cannot be judged (underpowered), otherwise: the interval covers both, with the seeds
               per cell that would separate the paper's effect from zero at this noise.
-Several archives of one config are judged each; a claim whose verdicts differ is marked
-"not robust". The claims file's format is in its header; its schema is claims.schema.yaml.
+A gated claim also quotes what its conditions alone would say, marked as not a verdict.
+Apart from the verdict (direction), initmem.analysis.magnitude says how large our values
+are against the paper's. Several archives of one config are judged each; a claim whose
+verdicts differ is marked "not robust". The claims file's format is in its header; its
+schema is claims.schema.yaml.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from initmem.analysis import gates, inference, metrics
+from initmem.analysis import gates, inference, magnitude, metrics, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.errors import InputError
@@ -301,16 +307,23 @@ def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, floa
     effect = (sum(c * paper[t] for c, t in named) - threshold
               if all(t in paper for _, t in named) else None)
     op, offset = match["op"], 0.0
+    compared = [(c, values[t]) for c, t in named]
     if op == "~":
         offset = threshold
         estimate = replace(estimate, value=estimate.value - offset)
+        compared.append((1.0, inference.exact(-offset)))
         threshold = float(match["margin"])
-        test = inference.test_equivalent(estimate, threshold, level)
+    # A comparison of spreads is tested by the bias-aware bootstrap, anything else by t
+    # (or Tukey): both modules give the same three tests.
+    tests, subject = ((spread_gap, compared) if spread_gap.applies(compared)
+                      else (inference, estimate))
+    if op == "~":
+        test = tests.test_equivalent(subject, threshold, level)
     elif op == "<=":
-        test = inference.test_less(estimate, threshold, level)
+        test = tests.test_less(subject, threshold, level)
     else:
         refute = threshold + effect / 2 if op == ">>" and effect and effect > 0 else threshold
-        test = inference.test_greater(estimate, threshold, refute, level)
+        test = tests.test_greater(subject, threshold, refute, level)
     return Condition(text, op, named, offset, estimate, threshold, test, effect, level)
 
 
@@ -335,7 +348,9 @@ def plan_seeds(condition: Condition, values: dict[str, Estimate], paper: dict[st
         plans.append(inference.Plan(1.0, inference.exact(-condition.offset), -condition.offset))
     single_spread = len(plans) == 1 and plans[0].template.kind == "spread"
     op = {">>": ">", ">=": ">", "<=": "<"}.get(condition.op, "<" if single_spread else "~")
-    seeds = inference.seeds_needed(plans, op, condition.threshold, level)
+    comparison = spread_gap.applies([(p.coefficient, p.template) for p in plans])
+    seeds = inference.seeds_needed(plans, op, condition.threshold, level, rate=(
+        spread_gap.holds_rate if comparison else inference.holds_rate))
     note = ("at the 80% upper confidence limit of the seed noise; for single-seed cells that "
             "of the study's multi-seed cells, for planning only" if borrowed else
             "at the 80% upper confidence limit of the seed noise measured here")
@@ -380,6 +395,8 @@ class Verdict:
     gates: list[gates.Gate]
     conditions: list[Condition]
     seeds: int | None = None
+    ungated: str = ""  # out of regime: the kind the conditions alone would give
+    size: tuple[str, str] = ("", "")  # magnitude against the paper's: word, sentence
 
     def row(self) -> dict[str, Any]:
         paper = self.claim.get("paper", {})
@@ -390,7 +407,8 @@ class Verdict:
                                   for n, e in self.values.items()),
                 "gates": "; ".join(g.text() for g in self.gates),
                 "gates_in_short": gates_in_short(self.gates),
-                "seeds_needed": self.seeds,
+                "seeds_needed": self.seeds, "without_gates": self.ungated,
+                "magnitude": self.size[0], "magnitude_why": self.size[1],
                 **{f"ours.{n}": e.value for n, e in self.values.items()},
                 **{f"ci_low.{n}": e.interval()[0] for n, e in self.values.items()},
                 **{f"ci_high.{n}": e.interval()[1] for n, e in self.values.items()}}
@@ -429,10 +447,26 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
     make = _maker(claim, values, checked)
     if missing:
         return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")
+    judged = _judge_conditions(claim, values, planning, make)
+    compared = pd.concat([done_runs(cells[n]) for n in
+                          dict.fromkeys(v["cell"] for v in claim["values"].values())])
+    judged.size = magnitude.statement(claim.get("paper", {}), values, compared,
+                                      metrics.recipe_keys(), claim.get("paper_accuracy"),
+                                      judged.label, _shown)
     failed = [g for g in checked if g.passed is False]
     if failed:
-        return make("out of regime", "The paper's presuppositions do not hold here: "
-                    + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
+        verdict = make("out of regime", "The paper's presuppositions do not hold here: "
+                       + "; ".join(f"{g.name} ({g.cell}): {g.detail}" for g in failed) + ".")
+        verdict.ungated, verdict.size = judged.kind, judged.size
+        verdict.reason += (" Not a verdict, since the gate fails: without it the data would "
+                           f"say \"{judged.reason}\"")
+        return verdict
+    return judged
+
+
+def _judge_conditions(claim: dict[str, Any], values: dict[str, Estimate],
+                      planning: tuple[float, float], make) -> Verdict:
+    """The verdict the conditions give, Holm-corrected (gates aside)."""
     m, paper = len(claim["holds"]), claim.get("paper", {})
     conditions = [test_condition(t, values, paper, 1 - ALPHA / m) for t in claim["holds"]]
     for condition, p in zip(conditions, inference.holm([c.test.p for c in conditions]),
@@ -482,23 +516,42 @@ def _claimed(condition: Condition) -> str:
         condition.op, f"within +-{t}")
 
 
+def _bound_name(condition: Condition, level: float) -> str:
+    """How a bound at `level` is read: Tukey's (a spread alone), the bias-aware bootstrap
+    (spreads compared) or one-sided t."""
+    method = condition.test.method
+    return f"{'one-sided' if method == 't' else method} {100 * level:.3g}%"
+
+
+def _test_words(condition: Condition) -> str:
+    """The bound the decision reads and its p, named by convention."""
+    lo, hi = condition.test.interval
+    p = ("" if math.isnan(condition.test.p) else
+         f"; p = {condition.test.p:.2g}, Holm p = {condition.p_holm:.2g}")
+    if condition.op == "~" and condition.estimate.kind != "spread":
+        method = "" if condition.test.method == "t" else f" ({condition.test.method})"
+        return f"90% CI{method} {_fmt(lo)} to {_fmt(hi)}, two one-sided tests{p}"
+    side, bound = ("upper", hi) if math.isinf(lo) else ("lower", lo)
+    return f"{_bound_name(condition, 1 - ALPHA)} {side} bound {_fmt(bound)}{p}"
+
+
 def _phrase(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
-    lo, hi = condition.estimate.interval()
-    p = "" if math.isnan(condition.p_holm) else f", Holm p = {condition.p_holm:.2g}"
-    interval = ("one seed, so no interval" if not condition.estimate.known
-                else f"95% CI {_fmt(lo)} to {_fmt(hi)}{p}")
+    words = ("one seed, so no interval" if not condition.estimate.known
+             else _test_words(condition))
     return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)} "
-            f"({interval}); claimed {_claimed(condition)}.")
+            f"({words}); claimed {_claimed(condition)}.")
 
 
 def _refutation(condition: Condition, values: dict[str, Estimate], claim: dict[str, Any]) -> str:
-    lo, hi = condition.test.interval
     what = (f"half the paper's {_fmt(condition.effect)}"
             if condition.op == ">>" and condition.effect and condition.effect > 0
             else _claimed(condition))
+    side = {">>": "upper", ">=": "upper", "<=": "lower"}.get(
+        condition.op, "lower" if condition.test.limit > 0 else "upper")
     return (f"{_expression(condition, claim)} = {_fmt(condition.estimate.value)}; its "
-            f"{100 * condition.level:.3g}% interval {_fmt(lo)} to {_fmt(hi)} (Bonferroni over "
-            f"the claim's conditions) excludes {what}.")
+            f"{_bound_name(condition, condition.level)} {side} bound "
+            f"{_fmt(condition.test.limit)} (Bonferroni over the claim's conditions) "
+            f"excludes {what}.")
 
 
 def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
@@ -528,8 +581,8 @@ def robustness(tables: dict[str, pd.DataFrame]) -> pd.Series:
 
 # ------------------------------------------------------------------------------ output
 
-DISPLAY = ["id", "section", "paper", "ours", "gates", "verdict", "kind", "reason",
-           "seeds_needed"]
+DISPLAY = ["id", "section", "paper", "ours", "magnitude", "magnitude_why", "gates", "verdict",
+           "kind", "reason", "seeds_needed", "without_gates"]
 
 
 def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
@@ -554,15 +607,16 @@ def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
 
 
 def render_markdown(table: pd.DataFrame) -> str:
-    """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, the
-    gates, the verdict and its reason in a sentence."""
+    """The claims as a Markdown table: the paper's numbers, ours with 95% intervals, their
+    size against the paper's, the gates, the verdict and its reason in a sentence."""
     robust = "robustness" in table
-    head = "| claim | paper | ours [95% CI] | gates | verdict | why |" + (
-        " robustness |" if robust else "")
-    lines = [head, "|" + " --- |" * (7 if robust else 6)]
+    head = ("| claim | paper | ours [95% CI] | size against the paper's | gates | verdict | "
+            "why |" + (" robustness |" if robust else ""))
+    lines = [head, "|" + " --- |" * (8 if robust else 7)]
     for r in table.to_dict("records"):
+        size = f"**{r['magnitude']}**: {md_escape(r['magnitude_why'])}" if r["magnitude"] else ""
         line = (f"| `{r['id']}` ({md_escape(r['section'])}) | {md_escape(r['paper'])} | "
-                f"{md_escape(r['ours'])} | {md_escape(r['gates_in_short'])} | "
+                f"{md_escape(r['ours'])} | {size} | {md_escape(r['gates_in_short'])} | "
                 f"**{r['verdict']}** | {md_escape(r['reason'])} |")
         lines.append(line + (f" {md_escape(r['robustness'])} |" if robust else ""))
     return "\n".join(lines) + "\n"

@@ -109,6 +109,7 @@ def plan(args: argparse.Namespace) -> int:
     if args.out_md:
         device = cost.throughput(config["execution"]).device
         Path(args.out_md).write_text(design.render_markdown(table, device))
-    reachable = int(table["plan"].str.startswith("reachable").sum())
-    print(f"{reachable} of {len(table)} claims reachable by {args.config}")
+    counts = [f"{int(table['plan'].str.startswith(o).sum())} {o}" for o in design.OUTCOMES]
+    print(f"{args.config}, of {len(table)} claims: {', '.join(counts)}; the others out of "
+          "regime or not in the config")
     return 0

@@ -48,6 +48,11 @@ BN_UPDATES = math.ceil(math.log(gates.BN_VAR_FACTOR / BN_START_RATIO)
 CLOCKS = ("T_SGD", "T_L2", "T_adapt")
 # What sets a study's scale, as against its experiments (config `common`).
 SCALE_FIELDS = ("dataset", "width", "train_subset", "eval_subset", "best_test_subset")
+# What a config can do with a claim it runs in regime, as the plan, README and docs say
+# it: hold it with 80% power if the paper is right; only refute it (its seeds are too few
+# to confirm the paper's effect, but enough to rule it out if it is absent); or not plan
+# it (the paper gives no value to plan for).
+OUTCOMES = ("confirmable with power", "refutable only", "cannot be planned")
 # Seed noise of |beta(t)|'s decades where no reference measures it: the laptop study
 # measured 0.05 (SGD) to 0.13 (Adam) decades between seeds at b = 16.
 DECAY_NOISE = 0.2
@@ -139,13 +144,13 @@ class ClaimPlan:
             return "out of regime: " + obstacles
         short = {c: s for c, s in self.seeds.items() if s[1] is None or s[0] < s[1]}
         if self.unplanned:
-            return "unplanned: " + "; ".join(self.unplanned)
+            return f"{OUTCOMES[2]}: " + "; ".join(self.unplanned)
         if short:
-            return "underpowered: " + ", ".join(
-                f"{c} runs {have} seeds, needs {'more than 200' if need is None else need}"
-                for c, (have, need) in short.items())
-        return ("reachable: its clocks, BatchNorm updates and seeds suffice (trained: seen "
-                "after training)")
+            return f"{OUTCOMES[1]}: " + ", ".join(
+                f"{c} runs {have} seeds, confirming needs "
+                f"{'more than 200' if need is None else need}" for c, (have, need) in short.items())
+        return (f"{OUTCOMES[0]}: its clocks, BatchNorm updates and seeds suffice (trained: "
+                "seen after training)")
 
     def seeds_text(self) -> str:
         return "; ".join(f"{c}: {h} of {'>200' if n is None else n}"

@@ -52,14 +52,20 @@ def _where(run: pd.Series) -> str:
 
 
 def _threshold(cell: str, runs: pd.DataFrame, column: str, minimum: float,
-               what: str) -> Gate:
+               what: str, shown: int = 8) -> Gate:
+    """Every run at `minimum` or more; failing, the runs below it, lowest first, each with
+    how far short it falls (the first `shown` of them)."""
     values = 100 * runs[column].astype(float)
-    below = runs[~(values >= minimum).to_numpy()]
-    detail = f"{what} >= {minimum:g}% in {len(runs) - len(below)} of {len(runs)} runs"
-    if len(below):
-        worst = below.loc[(100 * below[column].astype(float)).fillna(-1).idxmin()]
-        detail += f" (lowest {100 * float(worst[column]):.1f}%, {_where(worst)})"
-    return Gate("trained", cell, below.empty, detail)
+    below = runs.assign(value=values)[~(values >= minimum).to_numpy()].sort_values(
+        "value", na_position="first")
+    if below.empty:
+        return Gate("trained", cell, True, f"{what} >= {minimum:g}% in all {len(runs)} runs")
+    short = [f"{_where(r)} at {r['value']:.1f}% ({minimum - r['value']:.1f} pp short)"
+             if math.isfinite(r["value"]) else f"{_where(r)} not recorded"
+             for _, r in below.head(shown).iterrows()]
+    more = f", and {len(below) - shown} more" if len(below) > shown else ""
+    return Gate("trained", cell, False, f"{what} below {minimum:g}% in {len(below)} of "
+                f"{len(runs)} runs: {', '.join(short)}{more}")
 
 
 def trained(cell: str, runs: pd.DataFrame, spec: dict[str, Any]) -> list[Gate]:

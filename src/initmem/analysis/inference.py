@@ -16,15 +16,19 @@ within the estimate's own configuration, never pooled across regimes:
   freedom by Welch-Satterthwaite); a spread enters one with the standard error of its two
   extreme means' difference.
 
-Each condition of a claim gives a p-value for "holds" (its 95% interval lies on the
-claimed side of no-effect, or inside an equivalence margin: two one-sided tests); Holm's
-step-down corrects them within a claim. Power is simulated from the estimates' own model.
+Each condition of a claim gives a p-value for "holds" by the conventions a referee knows:
+a one-sided test has its one-sided p (holds at 5% when its one-sided 95% bound lies past
+the threshold), an equivalence is Schuirmann's two one-sided tests (p the larger of the
+two, holds at 5% when the 90% interval lies inside the margin). A spread's bound stays
+Tukey's simultaneous 95% one (a range test, exact at no effect, conservative otherwise).
+Holm's step-down corrects the p-values within a claim. Power is simulated from the
+estimates' own model with the same rules.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -70,6 +74,14 @@ class Estimate:
         if self.kind == "spread":
             return (self.k - 1) * (n - 1) if self.paired else self.k * (n - 1)
         return n - 1 if self.kind == "mean" else math.inf
+
+    def bound(self, level: float, side: str) -> float:
+        """The one-sided `level` confidence bound on `side` ("lower" or "upper"): t for a
+        mean or difference, Tukey's simultaneous bound for a spread."""
+        if self.kind == "spread" or not self.known or self.kind == "exact":
+            return self.interval(level)[0 if side == "lower" else 1]
+        half = float(stats.t.ppf(level, self.df)) * self.se
+        return self.value - half if side == "lower" else self.value + half
 
     def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
         if self.kind == "exact":
@@ -151,62 +163,70 @@ def combine(terms: Sequence[tuple[float, Estimate]]) -> Estimate:
 
 @dataclass(frozen=True)
 class Test:
-    """One condition's test: `p` for holds (nan: no noise estimate), whether its interval
-    rules the claimed effect out (`refuted`), and the interval shown."""
+    """One condition's test: its p for holds (nan: no noise estimate); the bounds at 1 -
+    ALPHA that decision reads (`interval`: one-sided bounds leave the other end infinite,
+    an equivalence shows its 1 - 2 ALPHA interval); and whether the claimed effect is
+    ruled out (`refuted`) by the bound at the refutation level (`limit`). `method` names
+    how the bounds are read: "t", "Tukey" (a spread) or "bootstrap" (spreads compared)."""
 
     p: float
     refuted: bool
     interval: tuple[float, float]
+    limit: float = math.nan
+    method: str = "t"
 
 
 def test_greater(d: Estimate, threshold: float, refute_below: float,
                  level: float = 1 - ALPHA) -> Test:
-    """H1: the value exceeds `threshold`; refuted when the interval's upper end lies below
-    `refute_below` (half the paper's effect, or the threshold itself)."""
-    lo, hi = d.interval(level)
-    return _one_sided(d, d.value - threshold, hi < refute_below, (lo, hi))
+    """H1: the value exceeds `threshold` (one-sided p); refuted when the one-sided `level`
+    upper bound lies below `refute_below` (half the paper's effect, or the threshold)."""
+    limit = d.bound(level, "upper")
+    shown = (d.bound(1 - ALPHA, "lower"), math.inf)
+    return Test(_one_sided_p(d, d.value - threshold), limit < refute_below, shown, limit,
+                _method(d))
 
 
 def test_less(d: Estimate, threshold: float, level: float = 1 - ALPHA) -> Test:
-    """H1: the value lies below `threshold` (an upper bound, not non-rejection)."""
-    lo, hi = d.interval(level)
-    return _one_sided(d, threshold - d.value, lo > threshold, (lo, hi))
+    """H1: the value lies below `threshold` (an upper bound, not non-rejection); refuted
+    when the one-sided `level` lower bound lies above it."""
+    limit = d.bound(level, "lower")
+    shown = (-math.inf, d.bound(1 - ALPHA, "upper"))
+    return Test(_one_sided_p(d, threshold - d.value), limit > threshold, shown, limit,
+                _method(d))
 
 
-def _one_sided(d: Estimate, excess: float, refuted: bool,
-               interval: tuple[float, float]) -> Test:
-    """The test of "the value is past its bound by `excess` > 0": exact values by their
-    sign, a spread by the studentized range (Tukey), anything else by t (two-sided p, so
-    that p <= ALPHA when the 95% interval lies past the bound)."""
+def _method(d: Estimate) -> str:
+    return "Tukey" if d.kind == "spread" else "t"
+
+
+def _one_sided_p(d: Estimate, excess: float) -> float:
+    """The one-sided p of "the value is past its bound by `excess` > 0": exact values by
+    their sign, a spread by the studentized range (Tukey), anything else by t."""
     if not d.known:
-        return Test(math.nan, False, interval)
+        return math.nan
     if d.kind == "exact":
-        return Test(0.0 if excess >= 0 else 1.0, refuted, interval)
-    if excess <= 0:
-        return Test(1.0, refuted, interval)
+        return 0.0 if excess >= 0 else 1.0
     if d.sigma == 0:
-        return Test(0.0, refuted, interval)
+        return 0.0 if excess > 0 else 1.0
     if d.kind == "spread":
-        p = stats.studentized_range.sf(excess * math.sqrt(d.n) / d.sigma, d.k, min(d.df, 1e6))
-    else:
-        p = min(1.0, 2 * stats.t.sf(excess / d.se, d.df))
-    return Test(float(p), refuted, interval)
+        return float(stats.studentized_range.sf(max(excess, 0.0) * math.sqrt(d.n) / d.sigma,
+                                                d.k, min(d.df, 1e6)))
+    return float(stats.t.sf(excess / d.se, d.df))
 
 
 def test_equivalent(d: Estimate, margin: float, level: float = 1 - ALPHA) -> Test:
-    """Two one-sided tests: H1 |value| < margin (a spread, never negative: value < margin);
-    refuted when the interval lies wholly outside the margin."""
+    """Schuirmann's two one-sided tests: H1 |value| < margin, p the larger one-sided p,
+    shown with the 1 - 2 ALPHA interval (a spread, never negative: value < margin);
+    refuted when a one-sided `level` bound lies wholly outside the margin."""
     if d.kind == "spread":
         return test_less(d, margin, level)
+    lo, hi = d.bound(level, "lower"), d.bound(level, "upper")
+    refuted = lo > margin or hi < -margin
+    shown = d.interval(1 - 2 * ALPHA)
     if not d.known:
-        return Test(math.nan, False, d.interval(level))
-    lo, hi = d.interval(level)
-    if d.kind == "exact":
-        inside = abs(d.value) < margin
-        return Test(0.0 if inside else 1.0, not inside, (lo, hi))
-    p_low = float(stats.t.sf((d.value + margin) / d.se, d.df))
-    p_high = float(stats.t.sf((margin - d.value) / d.se, d.df))
-    return Test(min(1.0, 2 * max(p_low, p_high)), lo > margin or hi < -margin, (lo, hi))
+        return Test(math.nan, False, shown, math.nan)
+    p = max(_one_sided_p(d, d.value + margin), _one_sided_p(d, margin - d.value))
+    return Test(p, refuted, shown, lo if lo > margin else hi)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -253,7 +273,8 @@ def simulate(term: Plan, n: int, draws: int, rng: np.random.Generator) -> np.nda
 def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: float,
                draws: int, rng: np.random.Generator) -> float:
     """Fraction of simulated studies with n seeds per mean in which the condition holds at
-    `level` (the same decision rule as test_greater / test_less / test_equivalent)."""
+    `level` (the same decision rule as test_greater / test_less / test_equivalent: the
+    one-sided `level` bounds past the threshold, both inside an equivalence margin)."""
     drawn = [simulate(t, n, draws, rng) for t in terms]
     if len(terms) == 1 and terms[0].template.kind == "spread" and terms[0].coefficient == 1:
         value, sigma_hat = drawn[0]
@@ -267,7 +288,7 @@ def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: floa
         se = np.sqrt(sum(variances)) if variances else np.zeros(draws)
         dfs = [t.template.df_at(n) for t in terms if t.template.kind != "exact"]
         df = _welch_df(terms, n) if len(dfs) > 1 else (dfs[0] if dfs else math.inf)
-        half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+        half = float(stats.t.ppf(level, df)) * se  # one-sided bounds, as the tests read
         lo, hi = value - half, value + half
     if op == ">":
         return float(np.mean(lo > bound))
@@ -284,13 +305,14 @@ def _welch_df(terms: Sequence[Plan], n: int) -> float:
 
 
 def seeds_needed(terms: Sequence[Plan], op: str, bound: float, level: float,
-                 seed: int = 0) -> int | None:
+                 seed: int = 0, rate: Callable[..., float] = holds_rate) -> int | None:
     """The fewest seeds per mean (of SEED_STEPS) at which the condition holds in at least
-    POWER of simulated studies, or None when 200 seeds do not suffice."""
+    POWER of simulated studies (by `rate`, the decision rule's holds_rate), or None when
+    200 seeds do not suffice."""
     rng = np.random.default_rng(seed)
     margin = 3 * math.sqrt(POWER * (1 - POWER) / PLAN_DRAWS)
     for n in SEED_STEPS:
-        if holds_rate(terms, op, bound, n, level, PLAN_DRAWS, rng) >= POWER + margin:
+        if rate(terms, op, bound, n, level, PLAN_DRAWS, rng) >= POWER + margin:
             return n
     return None
 

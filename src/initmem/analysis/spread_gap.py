@@ -1,0 +1,174 @@
+"""Comparisons of spreads that account for the bias of max - min (a condition such as
+`spread_sgd >> spread_adam` or `a - b >> c - d`; initmem.analysis.claims routes every
+condition over two or more spreads here).
+
+A spread is the largest minus the smallest of k noisy seed means, so it is biased upward:
+by d_k sigma / sqrt(n) when the true means are equal (2.33 for k = 5), by less the further
+apart they are. A Welch test of one spread against another therefore favours the noisier
+cell, and more so with fewer seeds. Here the studentized statistic
+T = (sum c_i S_i - theta) / se is referred to its parametric bootstrap distribution under
+the null sum c_i R_i = theta (R_i the true spreads): each cell's k seed means are drawn
+around true means R_i apart, with its seed noise, and its noise estimate from its
+chi-square. The null is least favourable: the spreads the test asks to be larger (c_i > 0
+for "greater") have their true means split between the two ends (the most bias at a given
+R), the others one at each end and the rest midway (the least); and since the R are not
+known, the p-value is the largest over a family of them on the boundary, from the one
+nearest no spread at all (where the bias is largest) to the projection of the observed
+spreads (NULL_STEPS). Bounds invert the same test (bisection on theta, the same draws).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from initmem.analysis.inference import ALPHA, Estimate, Plan, Test, simulate
+
+DRAWS = 2000
+NULL_STEPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+BOUND_STEPS = 12
+Terms = Sequence[tuple[float, Estimate]]
+
+
+def applies(terms: Terms) -> bool:
+    """Whether a condition compares spreads: two or more, and nothing else with noise;
+    each with a noise estimate (a single-seed cell leaves the test without a p)."""
+    noisy = [e for _, e in terms if e.kind != "exact"]
+    return len(noisy) >= 2 and all(e.kind == "spread" and e.known for e in noisy)
+
+
+def _se(c: np.ndarray, sigma: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Standard error of sum c_i S_i, each spread as its two extreme means' difference."""
+    return np.sqrt((c ** 2 * 2 * sigma ** 2 / n).sum(-1))
+
+
+def null_family(c: np.ndarray, spreads: np.ndarray, weights: np.ndarray,
+                theta: float) -> list[np.ndarray]:
+    """True spreads R >= 0 on the boundary c . R = theta: from the one nearest zero to
+    the weighted projection of the observed spreads, NULL_STEPS apart."""
+    positive = np.maximum(np.sign(theta) * c, 0)
+    low = (abs(theta) * positive / (positive ** 2).sum() if theta and positive.any()
+           else np.zeros_like(c))
+    projected = spreads - weights * c * (c @ spreads - theta) / (weights * c ** 2).sum()
+    high = np.maximum(projected, 0)
+    return [low + s * (high - low) for s in NULL_STEPS]
+
+
+def shape(k: int, extreme: bool) -> np.ndarray:
+    """k true means on [0, 1]: split between the ends (extreme: max - min most biased, by
+    E max of each half), else one at each end and the rest midway (least biased)."""
+    if extreme:
+        return (np.arange(k) >= k // 2).astype(float)
+    return np.r_[0.0, np.full(k - 2, 0.5), 1.0]
+
+
+class Bootstrap:
+    """The null draws of one comparison, fixed once so that p and its inversion agree:
+    standard normal means noise and chi-square noise estimates per spread term."""
+
+    def __init__(self, terms: Terms, draws: int = DRAWS, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.spreads = [(c, e) for c, e in terms if e.kind == "spread"]
+        self.offset = sum(c * e.value for c, e in terms if e.kind == "exact")
+        self.c = np.array([c for c, _ in self.spreads])
+        self.sigma = np.array([e.sigma for _, e in self.spreads])
+        self.n = np.array([e.n for _, e in self.spreads], float)
+        self.observed = np.array([e.value for _, e in self.spreads])
+        self.z = [rng.standard_normal((draws, e.k)) for _, e in self.spreads]
+        self.chi = np.stack([rng.chisquare(e.df, draws) / e.df if math.isfinite(e.df)
+                             else np.ones(draws) for _, e in self.spreads], -1)  # known
+        self.value = float(self.c @ self.observed) + self.offset
+        self.se = float(_se(self.c, self.sigma, self.n))
+
+    def _statistic(self, ranges: np.ndarray, side: str) -> np.ndarray:
+        """T* at true spreads `ranges`, each in its least favourable shape for `side`."""
+        drawn = []
+        for (c, e), z, r in zip(self.spreads, self.z, ranges, strict=True):
+            means = r * shape(e.k, (c > 0) == (side == "greater")) + e.sigma / math.sqrt(e.n) * z
+            drawn.append(np.ptp(means, axis=1))
+        se = _se(self.c, self.sigma * np.sqrt(self.chi), self.n)
+        return (np.stack(drawn, -1) @ self.c - self.c @ ranges) / se
+
+    def _null(self, theta: float, side: str) -> list[np.ndarray]:
+        """T* under each member of the null family of sum c_i R_i + offset = theta."""
+        family = null_family(self.c, self.observed, 2 * self.sigma ** 2 / self.n,
+                             theta - self.offset)
+        return [self._statistic(ranges, side) for ranges in family]
+
+    def critical(self, theta: float, level: float, side: str) -> float:
+        """The least favourable critical value of T: "greater" holds above it, "less"
+        below it."""
+        if side == "greater":
+            return max(float(np.quantile(t, level)) for t in self._null(theta, side))
+        return min(float(np.quantile(t, 1 - level)) for t in self._null(theta, side))
+
+    def p(self, theta: float, side: str) -> float:
+        """p of H1: sum c_i R_i > theta ("greater") or < theta ("less"), the largest over
+        the null family."""
+        if self.se == 0:
+            return float((self.value > theta) if side == "greater" else (self.value < theta))
+        observed = (self.value - theta) / self.se
+        return float(max(np.mean(t >= observed) if side == "greater" else
+                         np.mean(t <= observed) for t in self._null(theta, side)))
+
+    def bound(self, level: float, side: str) -> float:
+        """The `side` ("lower"/"upper") confidence bound: the theta at which T sits at the
+        one-sided test's critical value, theta = value - se q(theta) (a fixed point; q
+        moves little with theta, so a few steps reach 1e-3 of the se)."""
+        test = "greater" if side == "lower" else "less"
+        theta = self.value
+        for _ in range(BOUND_STEPS):
+            step = self.value - self.se * self.critical(theta, level, test) - theta
+            theta += step
+            if abs(step) < 1e-3 * self.se:
+                break
+        return theta
+
+
+def test_greater(terms: Terms, threshold: float, refute_below: float,
+                 level: float = 1 - ALPHA) -> Test:
+    """As inference.test_greater, by the bootstrap."""
+    boot = Bootstrap(terms)
+    limit = boot.bound(level, "upper")
+    return Test(boot.p(threshold, "greater"), limit < refute_below,
+                (boot.bound(1 - ALPHA, "lower"), math.inf), limit, "bootstrap")
+
+
+def test_less(terms: Terms, threshold: float, level: float = 1 - ALPHA) -> Test:
+    """As inference.test_less, by the bootstrap."""
+    boot = Bootstrap(terms)
+    limit = boot.bound(level, "lower")
+    return Test(boot.p(threshold, "less"), limit > threshold,
+                (-math.inf, boot.bound(1 - ALPHA, "upper")), limit, "bootstrap")
+
+
+def test_equivalent(terms: Terms, margin: float, level: float = 1 - ALPHA) -> Test:
+    """As inference.test_equivalent (two one-sided tests), by the bootstrap."""
+    boot = Bootstrap(terms)
+    lo, hi = boot.bound(level, "lower"), boot.bound(level, "upper")
+    p = max(boot.p(-margin, "greater"), boot.p(margin, "less"))
+    shown = (boot.bound(1 - ALPHA, "lower"), boot.bound(1 - ALPHA, "upper"))
+    return Test(p, lo > margin or hi < -margin, shown, lo if lo > margin else hi, "bootstrap")
+
+
+def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: float,
+               draws: int, rng: np.random.Generator) -> float:
+    """inference.holds_rate for a comparison of spreads: simulated studies with n seeds
+    whose T clears the bootstrap's critical value, taken once at the planned truth (the
+    engine takes it at each study's own estimates)."""
+    truths = [(t.coefficient, Estimate(t.truth, "spread", t.template.sigma, n,
+                                       t.template.df_at(n), t.template.k, t.template.paired))
+              for t in terms if t.template.kind == "spread"]
+    offset = sum(t.coefficient * t.truth for t in terms if t.template.kind != "spread")
+    boot = Bootstrap([*truths, (1.0, Estimate(offset))], draws=draws // 2)
+    drawn = [simulate(t, n, draws, rng) for t in terms if t.template.kind == "spread"]
+    value = sum(c * d[0] for (c, _), d in zip(truths, drawn, strict=True)) + offset
+    se = _se(boot.c, np.stack([d[1] for d in drawn], -1), np.full(len(drawn), float(n)))
+    if op == ">":
+        return float(np.mean((value - bound) / se >= boot.critical(bound, level, "greater")))
+    if op == "<":
+        return float(np.mean((value - bound) / se <= boot.critical(bound, level, "less")))
+    return float(np.mean(((value + bound) / se >= boot.critical(-bound, level, "greater"))
+                         & ((value - bound) / se <= boot.critical(bound, level, "less"))))
