@@ -1,0 +1,250 @@
+"""A config's study in looks (initmem.analysis.sequential decides each claim at each look):
+which runs each look trains, what it costs, and how the design behaves in simulation.
+
+Each cell of a claim runs its seeds (in the config's order) in LOOKS: at look j the first
+max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so a cell of MIN_SEEDS seeds or fewer is whole
+at the first look. A claim's information fraction at a look is its compared cells' seeds
+then over their seeds at the last look. A look trains the runs of the claims still open
+(every claim at the first look), packed and priced as the fixed study is
+(initmem.plan.cost on the config's execution); runs no claim reads go in the first look.
+
+The simulation draws each value's per-seed data at its truth (the paper's value times a
+scale) and seed noise, looks at the first seeds as the study would, and decides with the
+real rule. Values are drawn independently (two claims' values of one cell are not
+correlated here), which only matters for the expected cost, not for a claim's errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from initmem.analysis import claims as judge
+from initmem.analysis import design, inference, sequential
+from initmem.analysis.inference import Estimate
+from initmem.plan import cost
+from initmem.plan.grid import expand_runs, pack_runs
+from initmem.plan.spec import Run
+from initmem.vocabulary import FIVE_SIGMAS
+
+LOOKS = (1 / 3, 2 / 3, 1.0)
+MIN_SEEDS = 3  # a paired spread then has 8 degrees of freedom, a seed mean 2
+# The paper's seed noise at full scale: Table 5's seed standard deviations run 0.3-2.3 pp
+# (config/gpu_first.yaml plans with 1.5 pp, which covers Adam's and the deep nets').
+NOISE_SD = 1.5
+
+
+def seeds_at(n: int, look: int) -> int:
+    """Seeds of an n-seed cell run by look `look` (0-based)."""
+    return min(n, max(MIN_SEEDS, math.ceil(LOOKS[look] * n - 1e-9)))
+
+
+@dataclass
+class ClaimCells:
+    """One claim's cells in the staged study: each cell's seeds in run order, and the
+    cells its values compare."""
+
+    claim: dict[str, Any]
+    seeds: dict[str, list[int]]
+    runs: dict[str, pd.DataFrame]
+    compared: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(self.seeds[c] for c in self.compared)
+
+    def seeds_at(self, cell: str, look: int) -> list[int]:
+        return self.seeds[cell][:seeds_at(len(self.seeds[cell]), look)]
+
+    def run_ids(self, look: int) -> set[str]:
+        """Every run of the claim's cells by this look."""
+        return {r for c, frame in self.runs.items()
+                for r in frame.loc[frame["seed"].isin(self.seeds_at(c, look)), "run_id"]}
+
+    def fractions(self, look: int) -> tuple[float, ...]:
+        """Its information fractions at its distinct looks up to this one."""
+        total = sum(len(self.seeds[c]) for c in self.compared)
+        seen = [sum(len(self.seeds_at(c, j)) for c in self.compared) / total
+                for j in range(look + 1)]
+        return tuple(sorted(set(seen)))
+
+    def seeds_max(self) -> dict[str, int]:
+        """Each value's seeds at the last look."""
+        return {name: len(self.seeds[spec["cell"]])
+                for name, spec in self.claim["values"].items()}
+
+
+@dataclass
+class Staging:
+    """The config's runs in looks: per claim its cells, and each run by id."""
+
+    claims: list[ClaimCells]
+    runs: dict[str, Run]
+    pack_size: int
+    throughput: cost.Throughput
+    priced: dict[frozenset[str], float] = field(default_factory=dict)  # hours by run set
+
+    @classmethod
+    def of(cls, config: dict[str, Any], claims: list[dict[str, Any]]) -> Staging:
+        runs = expand_runs(config)
+        table = design.planned_runs(config)
+        staged = []
+        for claim in claims:
+            cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
+            staged.append(ClaimCells(
+                claim, {name: list(dict.fromkeys(cell["seed"])) for name, cell in cells.items()},
+                cells, list(dict.fromkeys(v["cell"] for v in claim["values"].values()))))
+        return cls(staged, {r.run_id: r for r in runs}, config["execution"]["pack_size"],
+                   cost.throughput(config["execution"]))
+
+    def hours(self, run_ids: Iterable[str]) -> float:
+        """Device-hours of these runs packed as the fixed study packs its runs."""
+        key = frozenset(run_ids)
+        if key not in self.priced:
+            chosen = [r for r in self.runs.values() if r.run_id in key]
+            self.priced[key] = cost.gpu_hours(pack_runs(chosen, self.pack_size).values(),
+                                              self.throughput)
+        return self.priced[key]
+
+    def fixed_hours(self) -> float:
+        return self.hours(self.runs)
+
+    def unread(self) -> set[str]:
+        """Runs no claim reads (trained whole at the first look)."""
+        return set(self.runs) - set().union(*(c.run_ids(len(LOOKS) - 1) for c in self.claims))
+
+    def look_hours(self, open_at: list[set[str]]) -> list[float]:
+        """Device-hours of each look when the claims of `open_at[j]` (ids) are open at it:
+        the runs it adds to those already trained."""
+        done, hours = set(), []
+        for look, ids in enumerate(open_at):
+            wanted = set().union(*(c.run_ids(look) for c in self.claims
+                                   if c.claim["id"] in ids))
+            if look == 0:
+                wanted |= self.unread()
+            hours.append(self.hours(wanted - done))
+            done |= wanted
+        return hours
+
+    def max_hours(self) -> list[float]:
+        every = {c.claim["id"] for c in self.claims}
+        return self.look_hours([every] * len(LOOKS))
+
+
+# ------------------------------------------------------------------------ simulation
+
+def truths(claim: dict[str, Any], scale: float) -> dict[str, float] | None:
+    """Each value's truth: the paper's times `scale` (a clock is not an effect: unscaled);
+    None when the paper gives no value of one (the claim cannot be simulated)."""
+    paper = claim.get("paper", {})
+    if any(name not in paper for name in claim["values"]):
+        return None
+    return {name: paper[name] * (1.0 if spec["stat"] == "max_clock" else scale)
+            for name, spec in claim["values"].items()}
+
+
+def draw_values(claim: dict[str, Any], truth: dict[str, float], n: dict[str, int],
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One study's per-seed data of each value at its maximum seeds n[name]: a spread's
+    sigma_w x seed table (its means linear between the truth at sigma_w 0.1 and 0 at 2.5,
+    plus a seed level that the paired design cancels), or a mean's per-seed values."""
+    drawn = {}
+    for name, spec in claim["values"].items():
+        stat, size = spec["stat"], n[name]
+        if stat in ("spread", "max_spread", "min_spread"):
+            means = truth[name] * np.linspace(1, 0, len(FIVE_SIGMAS))[:, None]
+            drawn[name] = (means + NOISE_SD * rng.standard_normal((1, size))
+                           + NOISE_SD * rng.standard_normal((len(FIVE_SIGMAS), size)))
+        elif stat == "max_clock":
+            drawn[name] = np.full(size, truth[name])
+        else:
+            sd = {"delta": math.sqrt(2) * NOISE_SD, "beta_decay": design.DECAY_NOISE}.get(
+                stat, NOISE_SD)
+            drawn[name] = truth[name] + sd * rng.standard_normal(size)
+    return drawn
+
+
+def estimate(stat: str, data: np.ndarray, n: int) -> Estimate:
+    """A value's estimate from its first n seeds, as the engine computes it."""
+    if stat in ("spread", "max_spread", "min_spread"):
+        seeds = np.arange(n)
+        return inference.spread({s: data[i, :n] for i, s in enumerate(FIVE_SIGMAS)},
+                                {s: seeds for s in FIVE_SIGMAS})
+    if stat == "max_clock":
+        return inference.exact(float(data[0]))
+    return inference.mean(data[:n])
+
+
+def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int]:
+    """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
+    claim, seeds_max = cells.claim, cells.seeds_max()
+    for look in range(len(LOOKS)):
+        n = {name: len(cells.seeds_at(spec["cell"], look))
+             for name, spec in claim["values"].items()}
+        values = {name: estimate(spec["stat"], drawn[name], n[name])
+                  for name, spec in claim["values"].items()}
+        decision = sequential.decide(claim, values, [], cells.fractions(look), seeds_max)
+        if decision.kind != "continue":
+            return decision.kind, look
+    raise AssertionError("the last look always decides")  # fractions end at 1
+
+
+def truly_holds(claim: dict[str, Any], truth: dict[str, float]) -> bool:
+    """Whether every condition holds on the true values (no noise; >> strictly)."""
+    exact = {name: inference.exact(v) for name, v in truth.items()}
+    for text in claim["holds"]:
+        c = judge.test_condition(text, exact, claim.get("paper", {}), 0.95)
+        v = c.estimate.value
+        if not {">>": v > c.threshold, ">=": v >= c.threshold, "<=": v <= c.threshold,
+                "~": abs(v) < c.threshold}[c.op]:
+            return False
+    return True
+
+
+@dataclass
+class Simulated:
+    """A staged study simulated `draws` times at one effect scale."""
+
+    scale: float
+    outcomes: pd.DataFrame  # draw, id, decision, look, truly_holds
+    hours: np.ndarray  # draws x looks
+
+    def rate(self, kind: str, truth: bool) -> tuple[int, int]:
+        """(count, trials) of decision `kind` among the claims whose truth is `truth`."""
+        rows = self.outcomes[self.outcomes["truly_holds"] == truth]
+        return int((rows["decision"] == kind).sum()), len(rows)
+
+
+def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simulated:
+    """The staged study at effects `scale` times the paper's; a claim that cannot be
+    simulated (no paper value of one of its values) or whose cells the config lacks stays
+    open to the end (its cost counted, its errors not)."""
+    rng = np.random.default_rng(seed)
+    rows, hours = [], []
+    for draw in range(draws):
+        open_at = [set() for _ in LOOKS]
+        for cells in staging.claims:
+            truth = truths(cells.claim, scale)
+            last = len(LOOKS) - 1
+            if truth is not None and cells.complete:
+                drawn = draw_values(cells.claim, truth, cells.seeds_max(), rng)
+                kind, last = run_claim(cells, drawn)
+                rows.append({"draw": draw, "id": cells.claim["id"], "decision": kind,
+                             "look": last, "truly_holds": truly_holds(cells.claim, truth)})
+            for look in range(last + 1):
+                open_at[look].add(cells.claim["id"])
+        hours.append(staging.look_hours(open_at))
+    return Simulated(scale, pd.DataFrame(rows), np.array(hours))
+
+
+def interval(count: int, trials: int) -> tuple[float, float]:
+    """Clopper-Pearson 95% interval of a rate (the Monte Carlo interval)."""
+    lo = stats.beta.ppf(0.025, count, trials - count + 1) if count else 0.0
+    hi = stats.beta.ppf(0.975, count + 1, trials - count) if count < trials else 1.0
+    return float(lo), float(hi)
