@@ -33,8 +33,8 @@ from initmem.plan.grid import expand_runs, pack_runs
 from initmem.plan.spec import Run
 from initmem.vocabulary import FIVE_SIGMAS
 
-LOOKS = (1 / 3, 2 / 3, 1.0)
-MIN_SEEDS = 3  # a paired spread then has 8 degrees of freedom, a seed mean 2
+LOOKS = (0.2, 0.4, 0.6, 0.8, 1.0)
+MIN_SEEDS = 2  # the fewest that measure seed noise (a paired spread: 4 degrees of freedom)
 # The paper's seed noise at full scale: Table 5's seed standard deviations run 0.3-2.3 pp
 # (config/gpu_first.yaml plans with 1.5 pp, which covers Adam's and the deep nets').
 NOISE_SD = 1.5
@@ -248,3 +248,49 @@ def interval(count: int, trials: int) -> tuple[float, float]:
     lo = stats.beta.ppf(0.025, count, trials - count + 1) if count else 0.0
     hi = stats.beta.ppf(0.975, count + 1, trials - count) if count < trials else 1.0
     return float(lo), float(hi)
+
+
+SCALES = (1.0, 0.5, 2.0, 0.0)  # the paper's effects, half, twice, none
+
+
+def summary(staging: Staging, simulated: list[Simulated]) -> pd.DataFrame:
+    """Per effect scale: the false-hold and false-fail rates with their Monte Carlo
+    intervals, what the claims decided, and the expected and maximum device-hours against
+    the fixed design's."""
+    fixed, most = staging.fixed_hours(), sum(staging.max_hours())
+    rows = []
+    for sim in simulated:
+        total = sim.hours.sum(1)
+        row = {"scale": sim.scale}
+        for name, kind, truth in (("false_hold", "holds", False), ("false_fail", "fails", True)):
+            count, trials = sim.rate(kind, truth)
+            row[name] = count / trials if trials else math.nan
+            row[f"{name}_ci"] = interval(count, trials) if trials else (math.nan, math.nan)
+            row[f"{name}_of"] = trials
+        counts = sim.outcomes["decision"].value_counts(normalize=True)
+        row |= {kind: float(counts.get(kind, 0.0)) for kind in ("holds", "fails", "futile")}
+        row |= {"expected_h": float(total.mean()),
+                "expected_h_se": float(total.std(ddof=1) / math.sqrt(len(total))),
+                "max_h": most, "fixed_h": fixed}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render_summary(table: pd.DataFrame) -> str:
+    """The summary as a Markdown table (rates in %, Clopper-Pearson 95% intervals)."""
+    def rate(r: dict, name: str) -> str:
+        lo, hi = r[f"{name}_ci"]
+        return (f"{100 * r[name]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] of {r[f'{name}_of']}"
+                if r[f"{name}_of"] else "none true" if name == "false_fail" else "none false")
+
+    lines = ["| effects | false holds % [95% MC] | false fails % [95% MC] | holds / fails / "
+             "futile % | expected GPU-h (of fixed) | max GPU-h (of fixed) | fixed GPU-h |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in table.to_dict("records"):
+        lines.append(
+            f"| {r['scale']:g} x paper | {rate(r, 'false_hold')} | {rate(r, 'false_fail')} | "
+            f"{100 * r['holds']:.0f} / {100 * r['fails']:.0f} / {100 * r['futile']:.0f} | "
+            f"{r['expected_h']:.0f} +- {1.96 * r['expected_h_se']:.0f} "
+            f"({100 * r['expected_h'] / r['fixed_h']:.0f}%) | {r['max_h']:.0f} "
+            f"({100 * r['max_h'] / r['fixed_h']:.0f}%) | {r['fixed_h']:.0f} |")
+    return "\n".join(lines) + "\n"
