@@ -156,6 +156,7 @@ def test_the_staged_gpu_study_keeps_both_error_rates_nominal():
     minute): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
     the paper's effects, and its maximum within 110% of the fixed design's."""
     staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(ROOT / "paper" / "claims.yaml"))
-    table = staged.summary(staging, [staged.simulate(staging, s, 10, seed=s) for s in (1.0, 0.0)])
+    simulated = [staged.simulate(staging, s, 10, seed=i) for i, s in enumerate((1.0, 0.0))]
+    table = staged.summary(staging, simulated)
     assert table["false_hold"].max() <= NOMINAL + 0.05 and table["false_fail"].max() <= NOMINAL
     assert table["max_h"].iloc[0] <= 1.1 * table["fixed_h"].iloc[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from initmem.analysis import design, metrics
+from initmem.analysis import design, metrics, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
@@ -70,6 +70,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--plan: the paper's config, whose cells stand in, at --config's "
                              "scale, for those --config leaves out (default %(default)s, "
                              "where it exists)")
+    parser.add_argument("--draws", type=int, default=20,
+                        help="--plan: simulated studies behind the staged design's expected "
+                             "device-hours per look (0: leave the staged design out; "
+                             "default %(default)s)")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
     parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
@@ -102,8 +106,8 @@ def plan(args: argparse.Namespace) -> int:
         noise = (tables_from_archive(None, args.noise_from)[0]
                  if args.noise_from.suffix == ".tar" else pd.read_parquet(args.noise_from))
     reference = load_config(args.reference) if args.reference.exists() else None
-    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd,
-                              reference)
+    claims = read_claims(args.claims)
+    table = design.plan_table(claims, config, noise, args.noise_sd, reference)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
     if args.out_md:
@@ -111,4 +115,7 @@ def plan(args: argparse.Namespace) -> int:
         Path(args.out_md).write_text(design.render_markdown(table, device))
     reachable = int(table["plan"].str.startswith("reachable").sum())
     print(f"{reachable} of {len(table)} claims reachable by {args.config}")
+    if args.draws > 0:
+        staging = staged.Staging.of(config, claims)
+        print(staged.render_looks(staging, staged.simulate(staging, 1.0, args.draws)))
     return 0

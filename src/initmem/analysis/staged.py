@@ -294,3 +294,21 @@ def render_summary(table: pd.DataFrame) -> str:
             f"({100 * r['expected_h'] / r['fixed_h']:.0f}%) | {r['max_h']:.0f} "
             f"({100 * r['max_h'] / r['fixed_h']:.0f}%) | {r['fixed_h']:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def render_looks(staging: Staging, simulated: Simulated) -> str:
+    """Per look, the expected device-hours (simulated at `simulated.scale` times the
+    paper's effects) and the maximum (every claim open to the end), and the fixed
+    design's beside them."""
+    expected, most = simulated.hours.mean(0), staging.max_hours()
+    lines = [f"staged: {len(LOOKS)} looks at {', '.join(f'{f:.0%}' for f in LOOKS)} of each "
+             f"cell's seeds (at least {MIN_SEEDS}); expected at {simulated.scale:g}x the "
+             f"paper's effects over {len(simulated.hours)} simulated studies",
+             f"{'look':<6} {'expected h':>11} {'max h':>8}"]
+    lines += [f"{j + 1:<6} {e:>11.1f} {m:>8.1f}" for j, (e, m) in enumerate(zip(expected, most,
+                                                                                strict=True))]
+    fixed = staging.fixed_hours()
+    lines.append(f"{'all':<6} {expected.sum():>11.1f} {sum(most):>8.1f}   fixed design: "
+                 f"{fixed:.1f} h in one look (expected {expected.sum() / fixed:.0%}, "
+                 f"max {sum(most) / fixed:.0%} of it)")
+    return "\n".join(lines)
