@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from analysis_frames import runs_table
 
 from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
+from initmem.cli import main
 from initmem.plan.grid import load_config
 
 ROOT = Path(__file__).parents[1]
@@ -153,10 +155,44 @@ def test_the_clopper_pearson_interval_covers_the_rate():
 @pytest.mark.slow
 def test_the_staged_gpu_study_keeps_both_error_rates_nominal():
     """The bench's table on config/gpu_first.yaml's claims at 10 studies per scale (about a
-    minute): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
+    two minutes): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
     the paper's effects, and its maximum within 110% of the fixed design's."""
     staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(ROOT / "paper" / "claims.yaml"))
     simulated = [staged.simulate(staging, s, 10, seed=i) for i, s in enumerate((1.0, 0.0))]
     table = staged.summary(staging, simulated)
     assert table["false_hold"].max() <= NOMINAL + 0.05 and table["false_fail"].max() <= NOMINAL
     assert table["max_h"].iloc[0] <= 1.1 * table["fixed_h"].iloc[0]
+
+
+def sgd_runs(staging: staged.Staging, delta: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Records of the SGD b = 16 cell's runs: accuracy at sigma_w 0.1 above 2.5 by `delta`
+    pp, seed noise 1 pp."""
+    cell = staging.claims[0].runs["sgd"]
+    rows = [{"run_id": r.run_id, "family": "main", "b": 16, "sigma_w": r.sigma_w,
+             "seed": r.seed, "status": "completed", "eval_subset": 10_000,
+             "test_acc_best": (80 + (delta if r.sigma_w == 0.1 else 0.0)
+                               + rng.standard_normal()) / 100}
+            for r in (staging.runs[i] for i in cell["run_id"])]
+    return runs_table(rows)
+
+
+def test_a_replayed_study_stops_each_claim_at_its_look_with_the_runs_it_used():
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    table, used = staged.replay(staging, sgd_runs(staging, 10.0, np.random.default_rng(0)), None)
+    row = table.iloc[0]
+    assert (row["fixed"], row["staged"], bool(row["agree"])) == ("holds", "holds", True)
+    # 3 seeds (look 1) have 2 degrees of freedom at level 1e-5; 6 seeds suffice
+    assert row["look"] == 2 and row["runs"] == 30 == used and row["runs_fixed"] == 75
+    table, _ = staged.replay(staging, sgd_runs(staging, 0.5, np.random.default_rng(0)), None)
+    assert table.iloc[0][["fixed", "staged", "look"]].tolist() == ["fails", "fails", 2]
+
+
+@pytest.mark.slow
+def test_the_laptop_archives_replayed_look_by_look_reach_the_same_verdicts(tmp_path, capsys):
+    laptop = ROOT / "results" / "laptop" / "v2"
+    assert main(["claims", "--staged", "--config", str(ROOT / "config" / "laptop_v2.yaml"),
+                 "--archive", str(laptop / "runs.tar"), "--archive",
+                 str(laptop / "rerun" / "runs.tar"), "--out-csv", str(tmp_path / "r.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("16 of 16 verdicts agree") == 2
+    assert "would have trained 40 of the 55 recorded runs" in out

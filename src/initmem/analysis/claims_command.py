@@ -16,6 +16,7 @@ from initmem.errors import InputError
 from initmem.plan import cost
 from initmem.plan.grid import load_config
 from initmem.records.aggregate import tables_from_archive
+from initmem.vocabulary import MISSING
 
 
 def epoch_columns() -> list[str]:
@@ -70,6 +71,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--plan: the paper's config, whose cells stand in, at --config's "
                              "scale, for those --config leaves out (default %(default)s, "
                              "where it exists)")
+    parser.add_argument("--staged", action="store_true",
+                        help="replay the runs tables or archives look by look as the staged "
+                             "design of --config would have judged them (initmem.analysis."
+                             "staged); writes --out-csv")
     parser.add_argument("--draws", type=int, default=20,
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
@@ -83,6 +88,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.plan:
         return plan(args)
+    if args.staged:
+        return replay(args)
     if args.out_tex is None:
         raise InputError("--out-tex is required (the PDF's claims table)")
     if not args.runs and not args.archive:
@@ -93,6 +100,22 @@ def main(args: argparse.Namespace) -> int:
     table = write_claims(read_sources(args), args.claims, args.out_csv, args.out_tex,
                          args.out_md, args.out_values)
     print(tally(table["verdict"], VERDICTS, "claims"))
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    """`--staged`: each source judged look by look as --config's staged study would."""
+    if args.config is None:
+        raise InputError("--staged needs --config, the config whose looks to replay")
+    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
+    tables = []
+    for source in read_sources(args):
+        table, used = staged.replay(staging, source.runs, source.epochs)
+        recorded = int(source.runs["status"].ne(MISSING).sum())
+        print(f"{source.label}:\n{staged.render_replay(table, used, recorded)}")
+        tables.append(table.assign(source=source.label))
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    pd.concat(tables).to_csv(args.out_csv, index=False)
     return 0
 
 

@@ -31,7 +31,7 @@ from initmem.analysis.inference import Estimate
 from initmem.plan import cost
 from initmem.plan.grid import expand_runs, pack_runs
 from initmem.plan.spec import Run
-from initmem.vocabulary import FIVE_SIGMAS
+from initmem.vocabulary import FIVE_SIGMAS, MISSING
 
 LOOKS = (0.2, 0.4, 0.6, 0.8, 1.0)
 MIN_SEEDS = 2  # the fewest that measure seed noise (a paired spread: 4 degrees of freedom)
@@ -68,8 +68,11 @@ class ClaimCells:
                 for r in frame.loc[frame["seed"].isin(self.seeds_at(c, look)), "run_id"]}
 
     def fractions(self, look: int) -> tuple[float, ...]:
-        """Its information fractions at its distinct looks up to this one."""
+        """Its information fractions at its distinct looks up to this one (a claim whose
+        cells the config does not run has one look, where it is not run)."""
         total = sum(len(self.seeds[c]) for c in self.compared)
+        if total == 0:
+            return (1.0,)
         seen = [sum(len(self.seeds_at(c, j)) for c in self.compared) / total
                 for j in range(look + 1)]
         return tuple(sorted(set(seen)))
@@ -312,3 +315,48 @@ def render_looks(staging: Staging, simulated: Simulated) -> str:
                  f"{fixed:.1f} h in one look (expected {expected.sum() / fixed:.0%}, "
                  f"max {sum(most) / fixed:.0%} of it)")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- replay
+
+def replay(staging: Staging, runs: pd.DataFrame, epochs: pd.DataFrame | None
+           ) -> tuple[pd.DataFrame, int]:
+    """A finished study's runs judged look by look as the staged study would have seen
+    them: per claim, the verdict on every run (the fixed design's), the staged decision
+    and the look (1-based) it came at, and the recorded runs of its cells by then; and how
+    many recorded runs the staged study would have trained in all."""
+    recorded = runs[runs["status"].ne(MISSING).fillna(False).to_numpy()]
+    rows, used = [], set(recorded["run_id"]) & staging.unread()
+    for cells in staging.claims:
+        claim = cells.claim
+        full = judge.judge_claim(claim, runs, epochs, judge.planning_sigma(runs))
+        for look in range(len(LOOKS)):
+            seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
+            values, missing, checked = judge.observe(claim, seen, epochs)
+            decision = sequential.decide(claim, values, [g for g in checked if g.passed is False],
+                                         cells.fractions(look), cells.seeds_max(), missing)
+            if decision.kind != "continue":
+                break
+        used |= set(seen["run_id"])
+        every = recorded["run_id"].isin(cells.run_ids(len(LOOKS) - 1)).sum()
+        rows.append({"id": claim["id"], "fixed": full.kind, "staged": decision.kind,
+                     "look": look + 1, "runs": len(seen), "runs_fixed": int(every),
+                     "agree": _agree(full.kind, decision.kind), "reason": decision.reason})
+    return pd.DataFrame(rows), len(used)
+
+
+def _agree(fixed: str, staged_kind: str) -> bool:
+    """The same verdict: holds and fails as such; futile is the fixed design's
+    underpowered; out of regime and not run as such."""
+    return {"futile": "underpowered"}.get(staged_kind, staged_kind) == fixed
+
+
+def render_replay(table: pd.DataFrame, used: int, recorded: int) -> str:
+    lines = ["| claim | on every run | staged | at look | its runs by then (of all) |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{r['id']}` | {r['fixed']} | {r['staged']}"
+              f"{'' if r['agree'] else ' (differs)'} | {r['look']} | {r['runs']} "
+              f"({r['runs_fixed']}) |" for r in table.to_dict("records")]
+    lines.append(f"\nthe staged study would have trained {used} of the {recorded} recorded "
+                 f"runs; {int(table['agree'].sum())} of {len(table)} verdicts agree")
+    return "\n".join(lines) + "\n"
