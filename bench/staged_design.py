@@ -11,7 +11,7 @@ and maximum device-hours beside the fixed design's (initmem.plan.cost's model). 
 (issue 38): both error rates at most 5%, expected at most 60% and maximum at most 110% of
 the fixed design at the paper's effects; each line says met or not.
 
-    python bench/staged_design.py                       # ~2 min of one core, 25 draws
+    python bench/staged_design.py                       # 25 draws: a few minutes, one core
     python bench/staged_design.py --draws 200           # tighter Monte Carlo intervals
 """
 

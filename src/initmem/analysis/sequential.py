@@ -67,7 +67,8 @@ def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[floa
         if j == 0:
             bounds.append(float(stats.norm.ppf(target)))
             continue
-        law = stats.multivariate_normal(np.zeros(j + 1), correlation[:j + 1, :j + 1])
+        # seeded: the normal CDF is quasi-Monte Carlo, and a boundary must not move per call
+        law = stats.multivariate_normal(np.zeros(j + 1), correlation[:j + 1, :j + 1], seed=0)
 
         def gap(c: float, law=law, target=target) -> float:
             return float(law.cdf(np.array([*bounds, c]))) - target
