@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_frames import runs_table
+from workflow_helpers import job_counts, snakemake
 
 from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
@@ -196,3 +197,16 @@ def test_the_laptop_archives_replayed_look_by_look_reach_the_same_verdicts(tmp_p
     out = capsys.readouterr().out
     assert out.count("16 of 16 verdicts agree") == 2
     assert "would have trained 40 of the 55 recorded runs" in out
+
+
+def test_the_staged_gpu_study_dry_runs_its_first_look_through_the_slurm_profile(tmp_path):
+    """`snakemake --profile slurm all --configfile config/gpu_first.yaml`, dry: the first
+    look's packs train (fifths of the seeds, apart from later looks'), then its checkpoint
+    judges; later looks wait for its decisions."""
+    done = snakemake(tmp_path, GPU_FIRST, "-n", "all", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = job_counts(done.stdout)
+    trains = [rule for rule in counts if rule.startswith("train_")]
+    assert trains and all(rule.startswith("train_look1-") for rule in trains)
+    assert counts["look_1"] == 1 and "look_2" not in counts
+    assert "checkpoint jobs" in done.stdout

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from initmem.analysis import design, metrics, staged
+from initmem.analysis import design, metrics, sequential, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
 from initmem.plan import cost
 from initmem.plan.grid import load_config
-from initmem.records.aggregate import tables_from_archive
+from initmem.records.aggregate import tables_from_archive, tables_from_records
 from initmem.vocabulary import MISSING
 
 
@@ -75,6 +75,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="replay the runs tables or archives look by look as the staged "
                              "design of --config would have judged them (initmem.analysis."
                              "staged); writes --out-csv")
+    parser.add_argument("--look", type=int,
+                        help="in a staged study (config `staged`): judge look LOOK (1-based) "
+                             "on the run folders under --records and write its decisions to "
+                             "--out-csv (the workflow's look checkpoints)")
+    parser.add_argument("--records", type=Path, default=Path("results/runs"),
+                        help="--look: the run folders root (default %(default)s)")
+    parser.add_argument("--previous", type=Path,
+                        help="--look: the previous look's decisions (its --out-csv)")
     parser.add_argument("--draws", type=int, default=20,
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
@@ -90,6 +98,8 @@ def main(args: argparse.Namespace) -> int:
         return plan(args)
     if args.staged:
         return replay(args)
+    if args.look is not None:
+        return judge_look(args)
     if args.out_tex is None:
         raise InputError("--out-tex is required (the PDF's claims table)")
     if not args.runs and not args.archive:
@@ -116,6 +126,26 @@ def replay(args: argparse.Namespace) -> int:
         tables.append(table.assign(source=source.label))
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     pd.concat(tables).to_csv(args.out_csv, index=False)
+    return 0
+
+
+def judge_look(args: argparse.Namespace) -> int:
+    """`--look`: a running staged study's decisions after one look."""
+    if args.config is None:
+        raise InputError("--look needs --config, the staged study's config")
+    if not 1 <= args.look <= len(staged.LOOKS):
+        raise InputError(f"--look {args.look}: the looks are 1 to {len(staged.LOOKS)}")
+    if (args.look > 1) != (args.previous is not None):
+        raise InputError(f"--look {args.look}: --previous (the decisions of look "
+                         f"{args.look - 1}) is needed from look 2 on, and only there")
+    config = load_config(args.config)
+    runs, epochs = tables_from_records(config, args.records)
+    previous = None if args.previous is None else pd.read_csv(args.previous)
+    staging = staged.Staging.of(config, read_claims(args.claims))
+    table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out_csv, index=False)
+    print(tally(table["decision"], sequential.DECISIONS, f"claims after look {args.look}"))
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from initmem.analysis import design, inference, sequential
 from initmem.analysis.inference import Estimate
 from initmem.plan import cost
 from initmem.plan.grid import expand_runs, pack_runs
-from initmem.plan.spec import Run
+from initmem.plan.spec import Pack, Run
 from initmem.vocabulary import FIVE_SIGMAS, MISSING
 
 LOOKS = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -122,18 +123,33 @@ class Staging:
         """Runs no claim reads (trained whole at the first look)."""
         return set(self.runs) - set().union(*(c.run_ids(len(LOOKS) - 1) for c in self.claims))
 
+    def wanted(self, look: int, open_ids: set[str]) -> set[str]:
+        """The runs a look (0-based) needs when the claims `open_ids` are open at it."""
+        runs = set().union(*(c.run_ids(look) for c in self.claims if c.claim["id"] in open_ids))
+        return runs | self.unread() if look == 0 else runs
+
     def look_hours(self, open_at: list[set[str]]) -> list[float]:
         """Device-hours of each look when the claims of `open_at[j]` (ids) are open at it:
         the runs it adds to those already trained."""
         done, hours = set(), []
         for look, ids in enumerate(open_at):
-            wanted = set().union(*(c.run_ids(look) for c in self.claims
-                                   if c.claim["id"] in ids))
-            if look == 0:
-                wanted |= self.unread()
+            wanted = self.wanted(look, ids)
             hours.append(self.hours(wanted - done))
             done |= wanted
         return hours
+
+    def packs(self) -> dict[str, Pack]:
+        """The staged study's packs: the runs each look adds when every claim is open,
+        packed apart (ids 'look<j>-' and the fixed design's), so that a look's training
+        jobs hold its seeds only."""
+        every, done, packs = {c.claim["id"] for c in self.claims}, set(), {}
+        for look in range(len(LOOKS)):
+            wanted = self.wanted(look, every)
+            runs = [r for r in self.runs.values() if r.run_id in wanted - done]
+            packs |= {f"look{look + 1}-{pack_id}": pack
+                      for pack_id, pack in pack_runs(runs, self.pack_size).items()}
+            done |= wanted
+        return packs
 
     def max_hours(self) -> list[float]:
         every = {c.claim["id"] for c in self.claims}
@@ -319,25 +335,38 @@ def render_looks(staging: Staging, simulated: Simulated) -> str:
 
 # ---------------------------------------------------------------------------- replay
 
+def recorded_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a runs table that have records."""
+    return runs[runs["status"].ne(MISSING).fillna(False).to_numpy()]
+
+
+def decide_at(cells: ClaimCells, look: int, recorded: pd.DataFrame,
+              epochs: pd.DataFrame | None) -> tuple[sequential.Decision, set[str]]:
+    """A claim at a look (0-based) on the recorded runs of its cells by then, and their
+    ids."""
+    seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
+    values, missing, checked = judge.observe(cells.claim, seen, epochs)
+    decision = sequential.decide(cells.claim, values, [g for g in checked if g.passed is False],
+                                 cells.fractions(look), cells.seeds_max(), missing)
+    return decision, set(seen["run_id"])
+
+
 def replay(staging: Staging, runs: pd.DataFrame, epochs: pd.DataFrame | None
            ) -> tuple[pd.DataFrame, int]:
     """A finished study's runs judged look by look as the staged study would have seen
     them: per claim, the verdict on every run (the fixed design's), the staged decision
     and the look (1-based) it came at, and the recorded runs of its cells by then; and how
     many recorded runs the staged study would have trained in all."""
-    recorded = runs[runs["status"].ne(MISSING).fillna(False).to_numpy()]
+    recorded = recorded_runs(runs)
     rows, used = [], set(recorded["run_id"]) & staging.unread()
     for cells in staging.claims:
         claim = cells.claim
         full = judge.judge_claim(claim, runs, epochs, judge.planning_sigma(runs))
         for look in range(len(LOOKS)):
-            seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
-            values, missing, checked = judge.observe(claim, seen, epochs)
-            decision = sequential.decide(claim, values, [g for g in checked if g.passed is False],
-                                         cells.fractions(look), cells.seeds_max(), missing)
+            decision, seen = decide_at(cells, look, recorded, epochs)
             if decision.kind != "continue":
                 break
-        used |= set(seen["run_id"])
+        used |= seen
         every = recorded["run_id"].isin(cells.run_ids(len(LOOKS) - 1)).sum()
         rows.append({"id": claim["id"], "fixed": full.kind, "staged": decision.kind,
                      "look": look + 1, "runs": len(seen), "runs_fixed": int(every),
@@ -360,3 +389,32 @@ def render_replay(table: pd.DataFrame, used: int, recorded: int) -> str:
     lines.append(f"\nthe staged study would have trained {used} of the {recorded} recorded "
                  f"runs; {int(table['agree'].sum())} of {len(table)} verdicts agree")
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------- the study's looks
+
+def judge_look(staging: Staging, look: int, runs: pd.DataFrame, epochs: pd.DataFrame | None,
+               previous: pd.DataFrame | None) -> pd.DataFrame:
+    """The decisions after a look (0-based) of a running staged study: a claim decided at
+    an earlier look (`previous`, that look's table) keeps its decision; an open one is
+    judged on the runs recorded for it by now. `waits` names what an open claim waits
+    for: the next look's seeds of its cells."""
+    before = {} if previous is None else previous.set_index("id").to_dict("index")
+    recorded, rows = recorded_runs(runs), []
+    for cells in staging.claims:
+        kept = before.get(cells.claim["id"])
+        if kept is not None and kept["decision"] != "continue":
+            rows.append({"id": cells.claim["id"], **kept})
+            continue
+        decision, seen = decide_at(cells, look, recorded, epochs)
+        waits = ("" if decision.kind != "continue" else "look " + str(look + 2) + ": " + ", ".join(
+            f"{c} {len(cells.seeds_at(c, look + 1))} seeds" for c in cells.compared))
+        rows.append({"id": cells.claim["id"], "decision": decision.kind, "look": look + 1,
+                     "runs": len(seen), "waits": waits, "reason": decision.reason})
+    return pd.DataFrame(rows)
+
+
+def open_claims(decisions: str | Path) -> set[str]:
+    """The claims a look's decisions (judge_look's table, as CSV) leave open."""
+    table = pd.read_csv(decisions)
+    return set(table.loc[table["decision"] == "continue", "id"])
