@@ -3,6 +3,7 @@ each decision, and its error rates across looks (seconds; the thorough Monte Car
 bench/staged_design.py)."""
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
 from initmem.plan.grid import load_config
+from initmem.records import status
 
 ROOT = Path(__file__).parents[1]
 
@@ -210,3 +212,43 @@ def test_the_staged_gpu_study_dry_runs_its_first_look_through_the_slurm_profile(
     assert trains and all(rule.startswith("train_look1-") for rule in trains)
     assert counts["look_1"] == 1 and "look_2" not in counts
     assert "checkpoint jobs" in done.stdout
+
+
+def test_status_shows_the_look_and_what_each_open_claim_waits_for(tmp_path):
+    args = (GPU_FIRST, tmp_path / "runs", None, ROOT / "paper" / "published",
+            ROOT / "paper" / "claims.yaml")
+    before = status.render(status.sweep_status(*args))
+    assert "staged: look 1 of 5 training (no look decided yet)" in before
+    assert "872 runs" in before and "look1-main" not in before  # counted by recipe
+    (tmp_path / "looks").mkdir()
+    pd.DataFrame([{"id": "remembers", "decision": "holds", "look": 1, "runs": 15,
+                   "waits": "", "reason": ""},
+                  {"id": "forgets", "decision": "continue", "look": 1, "runs": 30,
+                   "waits": "look 2: adam 10 seeds", "reason": ""}]
+                 ).to_csv(tmp_path / "looks" / "look1.csv", index=False)
+    after = status.render(status.sweep_status(*args))
+    assert "staged: look 1 of 5 decided: 1 holds, 1 continue" in after
+    assert "forgets waits for look 2: adam 10 seeds" in after
+
+
+def test_a_look_keeps_earlier_decisions_and_says_what_an_open_claim_waits_for(tmp_path):
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    runs = sgd_runs(staging, 10.0, np.random.default_rng(0))
+    first = staged.judge_look(staging, 0, runs, None, None)
+    assert first[["decision", "look", "runs", "waits"]].values.tolist() == [
+        ["continue", 1, 15, "look 2: sgd 6 seeds"]]
+    first.to_csv(tmp_path / "look1.csv", index=False)
+    assert staged.open_claims(tmp_path / "look1.csv") == {"remembers"}
+    second = staged.judge_look(staging, 1, runs, None, first)
+    assert second[["decision", "look"]].values.tolist() == [["holds", 2]]
+    assert staged.judge_look(staging, 4, runs, None, second).equals(second)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--look", "6"], "the looks are 1 to 5"),
+    (["--look", "2"], "--previous .* is needed from look 2 on"),
+    (["--look", "1", "--previous", "x.csv"], "and only there")])
+def test_a_bad_look_is_refused_naming_it(tmp_path, capsys, args, message):
+    assert main(["claims", "--config", str(GPU_FIRST), *args,
+                 "--out-csv", str(tmp_path / "l.csv")]) == 2
+    assert re.search(message, capsys.readouterr().err)

@@ -45,14 +45,13 @@ EXECUTION = config["execution"]
 ARCHIVE = config["archive"]
 # A staged study (config `staged`; docs/claims.md, "A study in looks") packs each look's
 # seeds apart, so that a look trains only its own (workflow/rules/looks.smk).
+CLAIMS_PATH = Path(workflow.basedir) / "paper" / "claims.yaml"
 STAGING = (
-    staged.Staging.of(
-        config, read_claims(Path(workflow.basedir) / "paper" / "claims.yaml")
-    )
+    staged.Staging.of(config, read_claims(CLAIMS_PATH))
     if config["staged"] and not ARCHIVE
     else None
 )
-PACKS = {} if ARCHIVE else STAGING.packs() if STAGING else grid.make_packs(config)
+PACKS = {} if ARCHIVE else staged.study_packs(config, CLAIMS_PATH)
 # The model of the training jobs' time limits, read once: execution.throughput_csv (its
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)

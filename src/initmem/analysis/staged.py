@@ -30,7 +30,7 @@ from initmem.analysis import claims as judge
 from initmem.analysis import design, inference, sequential
 from initmem.analysis.inference import Estimate
 from initmem.plan import cost
-from initmem.plan.grid import expand_runs, pack_runs
+from initmem.plan.grid import expand_runs, make_packs, pack_runs
 from initmem.plan.spec import Pack, Run
 from initmem.vocabulary import FIVE_SIGMAS, MISSING
 
@@ -418,3 +418,28 @@ def open_claims(decisions: str | Path) -> set[str]:
     """The claims a look's decisions (judge_look's table, as CSV) leave open."""
     table = pd.read_csv(decisions)
     return set(table.loc[table["decision"] == "continue", "id"])
+
+
+def study_packs(config: dict[str, Any], claims_path: str | Path) -> dict[str, Pack]:
+    """The packs the workflow trains: a staged study's (config `staged`), each look's
+    apart, else the fixed design's."""
+    if not config["staged"]:
+        return make_packs(config)
+    return Staging.of(config, judge.read_claims(claims_path)).packs()
+
+
+def looks_text(folder: Path) -> str:
+    """Where a staged study stands (`initmem status`): its last decided look, and what each
+    claim still open waits for."""
+    files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
+    if not files:
+        return f"staged: look 1 of {len(LOOKS)} training (no look decided yet)"
+    table = pd.read_csv(files[-1], keep_default_na=False)
+    counts = table["decision"].value_counts()
+    lines = [f"staged: look {files[-1].stem.removeprefix('look')} of {len(LOOKS)} decided: "
+             + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts)]
+    waiting = table[table["decision"] == "continue"]
+    lines += [f"  {r['id']} waits for {r['waits']}" for r in waiting.to_dict("records")]
+    if waiting.empty:
+        lines.append("  every claim is decided: no more seeds to train")
+    return "\n".join(lines)
