@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from analysis_frames import runs_table
+from fakes import write_fake_run
 from workflow_helpers import job_counts, snakemake
 
 from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
-from initmem.plan.grid import load_config
+from initmem.plan.grid import ConfigError, load_config, validate_config
 from initmem.records import status
 
 ROOT = Path(__file__).parents[1]
@@ -122,6 +124,7 @@ def test_a_cell_runs_its_seeds_in_fifths_but_never_fewer_than_two():
 
 
 GPU_FIRST = ROOT / "config" / "gpu_first.yaml"
+CLAIMS = ROOT / "paper" / "claims.yaml"
 
 
 def sgd_delta_claim() -> dict:
@@ -160,7 +163,7 @@ def test_the_staged_gpu_study_keeps_both_error_rates_nominal():
     """The bench's table on config/gpu_first.yaml's claims at 10 studies per scale (about a
     two minutes): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
     the paper's effects, and its maximum within 110% of the fixed design's."""
-    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(ROOT / "paper" / "claims.yaml"))
+    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
     simulated = [staged.simulate(staging, s, 10, seed=i) for i, s in enumerate((1.0, 0.0))]
     table = staged.summary(staging, simulated)
     assert table["false_hold"].max() <= NOMINAL + 0.05 and table["false_fail"].max() <= NOMINAL
@@ -252,3 +255,30 @@ def test_a_bad_look_is_refused_naming_it(tmp_path, capsys, args, message):
     assert main(["claims", "--config", str(GPU_FIRST), *args,
                  "--out-csv", str(tmp_path / "l.csv")]) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.slow
+def test_once_a_look_decides_every_claim_nothing_more_trains(tmp_path):
+    """The first look's runs recorded (3 fake epochs each: every claim is out of regime or
+    not run), its checkpoint judges for real; then `all` trains nothing more (about two
+    minutes: two Snakemake runs over config/gpu_first.yaml)."""
+    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    rng = np.random.default_rng(0)
+    for run_id in sorted(staging.wanted(0, {c.claim["id"] for c in staging.claims})):
+        run = staging.runs[run_id]
+        write_fake_run(tmp_path / "results" / "runs", run, 3,
+                       -0.04 * run.sigma_w + 0.02 * rng.standard_normal())
+    done = snakemake(tmp_path, GPU_FIRST, "results/looks/look1.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "continue" not in (tmp_path / "results" / "looks" / "look1.csv").read_text()
+    done = snakemake(tmp_path, GPU_FIRST, "-n", "all", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = job_counts(done.stdout)
+    assert counts["look_2"] == 1 and not any(rule.startswith("train_") for rule in counts)
+
+
+def test_a_staged_study_trains_one_pack_per_job():
+    config = yaml.safe_load(GPU_FIRST.read_text())
+    config["execution"]["packs_per_job"] = 2
+    with pytest.raises(ConfigError, match=r"packs_per_job=2 with staged: true is not allowed"):
+        validate_config(config)
