@@ -416,8 +416,8 @@ def _shown(e: Estimate) -> str:
 
 
 def observe(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None
-            ) -> tuple[dict[str, Estimate], list[str], list[gates.Gate]]:
-    """A claim's values on these runs, why any cannot be computed, and its gates."""
+            ) -> tuple[dict[str, pd.DataFrame], dict[str, Estimate], list[str], list[gates.Gate]]:
+    """A claim's cells on these runs, its values, why any cannot be computed, its gates."""
     cells = {name: select_cell(runs, spec) for name, spec in claim["cells"].items()}
     values, missing = {}, []
     for name, spec in claim["values"].items():
@@ -425,12 +425,12 @@ def observe(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | No
             values[name] = compute(spec, cells[spec["cell"]], epochs)
         except NotJudged as why:
             missing.append(f"{spec.get('label', name)}: {why}")
-    return values, missing, check_gates(claim, cells, epochs)
+    return cells, values, missing, check_gates(claim, cells, epochs)
 
 
 def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
                 planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
-    values, missing, checked = observe(claim, runs, epochs)
+    _, values, missing, checked = observe(claim, runs, epochs)
     make = _maker(claim, values, checked)
     if missing:
         return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")

@@ -345,7 +345,7 @@ def decide_at(cells: ClaimCells, look: int, recorded: pd.DataFrame,
     """A claim at a look (0-based) on the recorded runs of its cells by then, and their
     ids."""
     seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
-    values, missing, checked = judge.observe(cells.claim, seen, epochs)
+    _, values, missing, checked = judge.observe(cells.claim, seen, epochs)
     decision = sequential.decide(cells.claim, values, [g for g in checked if g.passed is False],
                                  cells.fractions(look), cells.seeds_max(), missing)
     return decision, set(seen["run_id"])
