@@ -10,6 +10,7 @@ import random
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from initmem.plan import cost
@@ -24,6 +25,7 @@ import equivalence  # noqa: E402
 import fresh_demo  # noqa: E402
 import idle_cores  # noqa: E402
 import quiet  # noqa: E402
+import staged_design  # noqa: E402
 
 
 @pytest.mark.parametrize(("name", "tf32", "peak"), [
@@ -216,3 +218,14 @@ def test_fresh_demo_phases_from_the_files_each_one_leaves(tmp_path):
     log.write_text("\n".join(snakemake_log(SNAKEMAKE_EVENTS)))
     assert fresh_demo.idle_line(tmp_path) == \
         "  training: 3 jobs on 2 cores, 120 s wall, cores idle 25.0% of it"
+
+
+def test_staged_design_targets_say_met_or_not():
+    table = pd.DataFrame({"scale": [1.0, 0.0], "false_hold": [float("nan"), 0.04],
+                          "false_fail": [0.0, 0.08], "expected_h": [150.0, 200.0],
+                          "max_h": [280.0, 280.0], "fixed_h": [274.0, 274.0]})
+    assert staged_design.targets(table) == [
+        "false hold rate at most 5% at every scale: met (worst 4.0%)",
+        "false fail rate at most 5% at every scale: NOT met (worst 8.0%)",
+        "expected GPU-hours at most 60% of the fixed design's at the paper's effects: met (55%)",
+        "max GPU-hours at most 110% of the fixed design's at the paper's effects: met (102%)"]

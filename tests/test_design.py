@@ -98,14 +98,16 @@ def test_batchnorm_needs_about_six_hundred_updates():
     assert 1000 * 0.99 ** design.BN_UPDATES <= 2 < 1000 * 0.99 ** (design.BN_UPDATES - 1)
 
 
-def test_cli_plans_a_config(tmp_path):
+def test_cli_plans_a_config(tmp_path, capsys):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(config_with(epochs=10)))
     claims = tmp_path / "claims.yaml"
     claims.write_text(yaml.safe_dump({"claims": [claim()]}))
     assert main(["claims", "--plan", "--config", str(config), "--claims", str(claims),
                  "--out-csv", str(tmp_path / "plan.csv"), "--out-md",
-                 str(tmp_path / "plan.md")]) == 0
+                 str(tmp_path / "plan.md"), "--draws", "2"]) == 0
+    looks = capsys.readouterr().out
+    assert "staged: 5 looks" in looks and "fixed design: " in looks
     text = (tmp_path / "plan.md").read_text()
     assert text.startswith("| claim | plan | device-hours (H100-class GPU")
     assert "`sgd_remembers` | out of regime" in text

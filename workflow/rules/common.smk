@@ -16,6 +16,8 @@ from snakemake.utils import validate
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
+from initmem.analysis import staged
+from initmem.analysis.claims import read_claims
 from initmem.errors import InputError
 from initmem.plan import cost, grid, inputs
 
@@ -45,7 +47,15 @@ INITMEM = f"{PYTHON} -m initmem"
 EXECUTION = config["execution"]
 # A runs archive: the aggregate reads it instead of run folders, and nothing is trained.
 ARCHIVE = config["archive"]
-PACKS = {} if ARCHIVE else grid.make_packs(config)
+# A staged study (config `staged`; docs/claims.md, "A study in looks") packs each look's
+# seeds apart, so that a look trains only its own (workflow/rules/looks.smk).
+CLAIMS_PATH = Path(workflow.basedir) / "paper" / "claims.yaml"
+STAGING = (
+    staged.Staging.of(config, read_claims(CLAIMS_PATH))
+    if config["staged"] and not ARCHIVE
+    else None
+)
+PACKS = {} if ARCHIVE else staged.study_packs(config, CLAIMS_PATH)
 # The model of the training jobs' time limits, read once: execution.throughput_csv (its
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)
@@ -173,7 +183,7 @@ def aggregate_records(wildcards):
     builds its DAG: before it lists hundreds of training jobs (onstart comes after)."""
     if not ARCHIVE and not workflow.dryrun:
         _stop_unless_confirmed([PACKS[pack_id] for pack_id in UNFINISHED])
-    return get_records()
+    return staged_records() if STAGING else get_records()
 
 
 def _stop_unless_confirmed(packs):

@@ -434,8 +434,9 @@ def _shown(e: Estimate) -> str:
     return f"{_fmt(e.value)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
-                planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
+def observe(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None
+            ) -> tuple[dict[str, pd.DataFrame], dict[str, Estimate], list[str], list[gates.Gate]]:
+    """A claim's cells on these runs, its values, why any cannot be computed, its gates."""
     cells = {name: select_cell(runs, spec) for name, spec in claim["cells"].items()}
     values, missing = {}, []
     for name, spec in claim["values"].items():
@@ -443,7 +444,12 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
             values[name] = compute(spec, cells[spec["cell"]], epochs)
         except NotJudged as why:
             missing.append(f"{spec.get('label', name)}: {why}")
-    checked = check_gates(claim, cells, epochs)
+    return cells, values, missing, check_gates(claim, cells, epochs)
+
+
+def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
+                planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
+    cells, values, missing, checked = observe(claim, runs, epochs)
     make = _maker(claim, values, checked)
     if missing:
         return make("not run", "Its runs are not all there: " + "; ".join(missing) + ".")

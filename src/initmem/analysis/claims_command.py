@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from initmem.analysis import design, metrics
+from initmem.analysis import design, metrics, sequential, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
 from initmem.plan import cost
 from initmem.plan.grid import load_config
-from initmem.records.aggregate import tables_from_archive
+from initmem.records.aggregate import tables_from_archive, tables_from_records
+from initmem.vocabulary import MISSING
 
 
 def epoch_columns() -> list[str]:
@@ -70,6 +71,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--plan: the paper's config, whose cells stand in, at --config's "
                              "scale, for those --config leaves out (default %(default)s, "
                              "where it exists)")
+    parser.add_argument("--staged", action="store_true",
+                        help="replay the runs tables or archives look by look as the staged "
+                             "design of --config would have judged them (initmem.analysis."
+                             "staged); writes --out-csv")
+    parser.add_argument("--look", type=int,
+                        help="in a staged study (config `staged`): judge look LOOK (1-based) "
+                             "on the run folders under --records and write its decisions to "
+                             "--out-csv (the workflow's look checkpoints)")
+    parser.add_argument("--records", type=Path, default=Path("results/runs"),
+                        help="--look: the run folders root (default %(default)s)")
+    parser.add_argument("--previous", type=Path,
+                        help="--look: the previous look's decisions (its --out-csv)")
+    parser.add_argument("--draws", type=int, default=20,
+                        help="--plan: simulated studies behind the staged design's expected "
+                             "device-hours per look (0: leave the staged design out; "
+                             "default %(default)s)")
     parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
     parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
@@ -79,6 +96,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.plan:
         return plan(args)
+    if args.staged:
+        return replay(args)
+    if args.look is not None:
+        return judge_look(args)
     if args.out_tex is None:
         raise InputError("--out-tex is required (the PDF's claims table)")
     if not args.runs and not args.archive:
@@ -92,6 +113,42 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def replay(args: argparse.Namespace) -> int:
+    """`--staged`: each source judged look by look as --config's staged study would."""
+    if args.config is None:
+        raise InputError("--staged needs --config, the config whose looks to replay")
+    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
+    tables = []
+    for source in read_sources(args):
+        table, used = staged.replay(staging, source.runs, source.epochs)
+        recorded = int(source.runs["status"].ne(MISSING).sum())
+        print(f"{source.label}:\n{staged.render_replay(table, used, recorded)}")
+        tables.append(table.assign(source=source.label))
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    pd.concat(tables).to_csv(args.out_csv, index=False)
+    return 0
+
+
+def judge_look(args: argparse.Namespace) -> int:
+    """`--look`: a running staged study's decisions after one look."""
+    if args.config is None:
+        raise InputError("--look needs --config, the staged study's config")
+    if not 1 <= args.look <= len(staged.LOOKS):
+        raise InputError(f"--look {args.look}: the looks are 1 to {len(staged.LOOKS)}")
+    if (args.look > 1) != (args.previous is not None):
+        raise InputError(f"--look {args.look}: --previous (the decisions of look "
+                         f"{args.look - 1}) is needed from look 2 on, and only there")
+    config = load_config(args.config)
+    runs, epochs = tables_from_records(config, args.records)
+    previous = None if args.previous is None else pd.read_csv(args.previous)
+    staging = staged.Staging.of(config, read_claims(args.claims))
+    table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out_csv, index=False)
+    print(tally(table["decision"], sequential.DECISIONS, f"claims after look {args.look}"))
+    return 0
+
+
 def plan(args: argparse.Namespace) -> int:
     """`--plan`: the design a config gives each claim, before anything is trained."""
     if args.config is None:
@@ -102,8 +159,8 @@ def plan(args: argparse.Namespace) -> int:
         noise = (tables_from_archive(None, args.noise_from)[0]
                  if args.noise_from.suffix == ".tar" else pd.read_parquet(args.noise_from))
     reference = load_config(args.reference) if args.reference.exists() else None
-    table = design.plan_table(read_claims(args.claims), config, noise, args.noise_sd,
-                              reference)
+    claims = read_claims(args.claims)
+    table = design.plan_table(claims, config, noise, args.noise_sd, reference)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
     if args.out_md:
@@ -112,4 +169,7 @@ def plan(args: argparse.Namespace) -> int:
     counts = [f"{int(table['plan'].str.startswith(o).sum())} {o}" for o in design.OUTCOMES]
     print(f"{args.config}, of {len(table)} claims: {', '.join(counts)}; the others out of "
           "regime or not in the config")
+    if args.draws > 0:
+        staging = staged.Staging.of(config, claims)
+        print(staged.render_looks(staging, staged.simulate(staging, 1.0, args.draws)))
     return 0

@@ -58,6 +58,10 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     check_schema(config)
     config = schema_defaults(copy.deepcopy(config))
     _check_names(config)
+    if config["staged"] and config["execution"]["packs_per_job"] > 1:
+        raise ConfigError(f"execution.packs_per_job={config['execution']['packs_per_job']} "
+                          "with staged: true is not allowed: a staged study trains each "
+                          "look's packs apart, one pack per job (packs_per_job: 1)")
     runs = expand_runs(config)
     _check_duplicates(runs)
     memory.check_config(config, dict.fromkeys(run.recipe for run in runs))

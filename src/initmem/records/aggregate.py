@@ -177,6 +177,14 @@ def tables_from_archive(config_path: Path | None, archive: Path
     return table, epochs.to_pandas()
 
 
+def tables_from_records(config: dict[str, Any], records: Path
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs and epochs tables of a config's run folders under `records`, in memory."""
+    runs = expand_runs(config)
+    table, epochs = aggregate(runs, *read_folder_records(records, runs))
+    return table, epochs.to_pandas()
+
+
 def _report(table: pd.DataFrame) -> str:
     counts: dict[str, Any] = table["status"].value_counts().to_dict()
     return f"{len(table)} expected runs: " + ", ".join(f"{n} {s}" for s, n in counts.items())

@@ -7,6 +7,9 @@ Every run of the config is counted once, per family and recipe x b, as
     failed      no records yet; its pack's last trainer stopped without finishing (killed,
                 crashed, preempted, interrupted): a rerun resumes it from its checkpoint
     queued      no records, no trainer: not started
+A staged study (config `staged`) counts the packs of all its looks (runs of looks it
+never needs stay queued), and says which look was decided last and what each claim still
+open waits for (the looks' decisions, results/looks beside the records).
 Trainers come from the heartbeats beside the checkpoints (records.heartbeat): each with
 its state, pack, epoch of its total, last beat, host and projected finish; a live one
 on this host with no Snakemake above it is an orphan (its Snakemake was killed). Device-
@@ -33,8 +36,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from initmem.analysis import staged
 from initmem.plan import cost
-from initmem.plan.grid import load_config, make_packs
+from initmem.plan.grid import load_config
 from initmem.plan.spec import Pack
 from initmem.records import heartbeat
 from initmem.records.verify import DAMAGED, GOOD, verify_run
@@ -77,16 +81,18 @@ class SweepStatus:
     hours: dict[str, float]  # spent, projected, remaining
     eta: float | None  # Unix time
     slurm: list[dict[str, str]] = field(default_factory=list)
+    looks: str = ""  # a staged study's last decided look and what its open claims wait for
 
 
 def sweep_status(config_path: str | Path, records: str | Path,
                  checkpoints: str | Path | None = None,
-                 published: str | Path = "paper/published") -> SweepStatus:
+                 published: str | Path = "paper/published",
+                 claims: str | Path = "paper/claims.yaml") -> SweepStatus:
     """The status of every run of the config (module docstring); one call, no side effect."""
     config = load_config(config_path)
     records = Path(records)
     root = Path(checkpoints) if checkpoints else records / ".checkpoints"
-    packs = make_packs(config)
+    packs = staged.study_packs(config, claims)
     beats = {pack_id: b for pack_id, pack in packs.items()
              if (b := heartbeat.read(heartbeat.path_of(root, pack))) is not None}
     now = time.time()
@@ -106,8 +112,10 @@ def sweep_status(config_path: str | Path, records: str | Path,
                                           execution["compaction"])
                for pack_id, pack in packs.items()}  # as the workflow's PACK_SECONDS
     hours, eta = _projection(seconds, walls, finished, trainers, now)
+    looks = staged.looks_text(records.parent / "looks") if config["staged"] else ""
     return SweepStatus(str(config_path), now, _merge(rows), _sum(rows), trainers, hours, eta,
-                       slurm_jobs(cost.training_jobs(seconds, execution["packs_per_job"])))
+                       slurm_jobs(cost.training_jobs(seconds, execution["packs_per_job"])),
+                       looks)
 
 
 def _run_states(pack: Pack, records: Path, beat: dict | None) -> tuple[Counter, list[float]]:
@@ -256,6 +264,8 @@ def render(status: SweepStatus) -> str:
     """The status as text: counts, trainers, device-hours and ETA, SLURM jobs."""
     total = sum(status.total.values())
     lines = [f"{status.config} at {_clock(status.when)}: {total:,} runs"]
+    if status.looks:
+        lines += [status.looks, ""]
     header = ["family", "recipe", "b", *STATES]
     lines += _table([header] + [[r["family"], r["recipe_id"], str(r["b"]),
                                  *(str(r[s]) for s in STATES)] for r in status.counts]
@@ -297,6 +307,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="the trainers' checkpoint root (default RECORDS/.checkpoints)")
     parser.add_argument("--published", type=Path, default=Path("paper/published"),
                         metavar="DIR", help="as `initmem cost --published`")
+    parser.add_argument("--claims", type=Path, default=Path("paper/claims.yaml"),
+                        help="a staged study's claims file (its looks' packs)")
     parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     parser.add_argument("--watch", type=float, default=None, metavar="SECONDS",
                         help="redraw every SECONDS until Ctrl-C")
@@ -304,7 +316,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     while True:
-        status = sweep_status(args.config, args.records, args.checkpoint_dir, args.published)
+        status = sweep_status(args.config, args.records, args.checkpoint_dir, args.published,
+                              args.claims)
         text = json.dumps(asdict(status)) if args.json else render(status)
         if args.watch is None:
             print(text)

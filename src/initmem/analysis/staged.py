@@ -1,0 +1,445 @@
+"""A config's study in looks (initmem.analysis.sequential decides each claim at each look):
+which runs each look trains, what it costs, and how the design behaves in simulation.
+
+Each cell of a claim runs its seeds (in the config's order) in LOOKS: at look j the first
+max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so a cell of MIN_SEEDS seeds or fewer is whole
+at the first look. A claim's information fraction at a look is its compared cells' seeds
+then over their seeds at the last look. A look trains the runs of the claims still open
+(every claim at the first look), packed and priced as the fixed study is
+(initmem.plan.cost on the config's execution); runs no claim reads go in the first look.
+
+The simulation draws each value's per-seed data at its truth (the paper's value times a
+scale) and seed noise, looks at the first seeds as the study would, and decides with the
+real rule. Values are drawn independently (two claims' values of one cell are not
+correlated here), which only matters for the expected cost, not for a claim's errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from initmem.analysis import claims as judge
+from initmem.analysis import design, inference, sequential
+from initmem.analysis.inference import Estimate
+from initmem.plan import cost
+from initmem.plan.grid import expand_runs, make_packs, pack_runs
+from initmem.plan.spec import Pack, Run
+from initmem.vocabulary import FIVE_SIGMAS, MISSING
+
+LOOKS = (0.2, 0.4, 0.6, 0.8, 1.0)
+MIN_SEEDS = 2  # the fewest that measure seed noise (a paired spread: 4 degrees of freedom)
+# The paper's seed noise at full scale: Table 5's seed standard deviations run 0.3-2.3 pp
+# (config/gpu_first.yaml plans with 1.5 pp, which covers Adam's and the deep nets').
+NOISE_SD = 1.5
+
+
+def seeds_at(n: int, look: int) -> int:
+    """Seeds of an n-seed cell run by look `look` (0-based)."""
+    return min(n, max(MIN_SEEDS, math.ceil(LOOKS[look] * n - 1e-9)))
+
+
+@dataclass
+class ClaimCells:
+    """One claim's cells in the staged study: each cell's seeds in run order, and the
+    cells its values compare."""
+
+    claim: dict[str, Any]
+    seeds: dict[str, list[int]]
+    runs: dict[str, pd.DataFrame]
+    compared: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(self.seeds[c] for c in self.compared)
+
+    def seeds_at(self, cell: str, look: int) -> list[int]:
+        return self.seeds[cell][:seeds_at(len(self.seeds[cell]), look)]
+
+    def run_ids(self, look: int) -> set[str]:
+        """Every run of the claim's cells by this look."""
+        return {r for c, frame in self.runs.items()
+                for r in frame.loc[frame["seed"].isin(self.seeds_at(c, look)), "run_id"]}
+
+    def fractions(self, look: int) -> tuple[float, ...]:
+        """Its information fractions at its distinct looks up to this one (a claim whose
+        cells the config does not run has one look, where it is not run)."""
+        total = sum(len(self.seeds[c]) for c in self.compared)
+        if total == 0:
+            return (1.0,)
+        seen = [sum(len(self.seeds_at(c, j)) for c in self.compared) / total
+                for j in range(look + 1)]
+        return tuple(sorted(set(seen)))
+
+    def seeds_max(self) -> dict[str, int]:
+        """Each value's seeds at the last look."""
+        return {name: len(self.seeds[spec["cell"]])
+                for name, spec in self.claim["values"].items()}
+
+
+@dataclass
+class Staging:
+    """The config's runs in looks: per claim its cells, and each run by id."""
+
+    claims: list[ClaimCells]
+    runs: dict[str, Run]
+    pack_size: int
+    throughput: cost.Throughput
+    priced: dict[frozenset[str], float] = field(default_factory=dict)  # hours by run set
+
+    @classmethod
+    def of(cls, config: dict[str, Any], claims: list[dict[str, Any]]) -> Staging:
+        runs = expand_runs(config)
+        table = design.planned_runs(config)
+        staged = []
+        for claim in claims:
+            cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
+            staged.append(ClaimCells(
+                claim, {name: list(dict.fromkeys(cell["seed"])) for name, cell in cells.items()},
+                cells, list(dict.fromkeys(v["cell"] for v in claim["values"].values()))))
+        return cls(staged, {r.run_id: r for r in runs}, config["execution"]["pack_size"],
+                   cost.throughput(config["execution"]))
+
+    def hours(self, run_ids: Iterable[str]) -> float:
+        """Device-hours of these runs packed as the fixed study packs its runs."""
+        key = frozenset(run_ids)
+        if key not in self.priced:
+            chosen = [r for r in self.runs.values() if r.run_id in key]
+            self.priced[key] = cost.gpu_hours(pack_runs(chosen, self.pack_size).values(),
+                                              self.throughput)
+        return self.priced[key]
+
+    def fixed_hours(self) -> float:
+        return self.hours(self.runs)
+
+    def unread(self) -> set[str]:
+        """Runs no claim reads (trained whole at the first look)."""
+        return set(self.runs) - set().union(*(c.run_ids(len(LOOKS) - 1) for c in self.claims))
+
+    def wanted(self, look: int, open_ids: set[str]) -> set[str]:
+        """The runs a look (0-based) needs when the claims `open_ids` are open at it."""
+        runs = set().union(*(c.run_ids(look) for c in self.claims if c.claim["id"] in open_ids))
+        return runs | self.unread() if look == 0 else runs
+
+    def look_hours(self, open_at: list[set[str]]) -> list[float]:
+        """Device-hours of each look when the claims of `open_at[j]` (ids) are open at it:
+        the runs it adds to those already trained."""
+        done, hours = set(), []
+        for look, ids in enumerate(open_at):
+            wanted = self.wanted(look, ids)
+            hours.append(self.hours(wanted - done))
+            done |= wanted
+        return hours
+
+    def packs(self) -> dict[str, Pack]:
+        """The staged study's packs: the runs each look adds when every claim is open,
+        packed apart (ids 'look<j>-' and the fixed design's), so that a look's training
+        jobs hold its seeds only."""
+        every, done, packs = {c.claim["id"] for c in self.claims}, set(), {}
+        for look in range(len(LOOKS)):
+            wanted = self.wanted(look, every)
+            runs = [r for r in self.runs.values() if r.run_id in wanted - done]
+            packs |= {f"look{look + 1}-{pack_id}": pack
+                      for pack_id, pack in pack_runs(runs, self.pack_size).items()}
+            done |= wanted
+        return packs
+
+    def max_hours(self) -> list[float]:
+        every = {c.claim["id"] for c in self.claims}
+        return self.look_hours([every] * len(LOOKS))
+
+
+# ------------------------------------------------------------------------ simulation
+
+def truths(claim: dict[str, Any], scale: float) -> dict[str, float] | None:
+    """Each value's truth: the paper's times `scale` (a clock is not an effect: unscaled);
+    None when the paper gives no value of one (the claim cannot be simulated)."""
+    paper = claim.get("paper", {})
+    if any(name not in paper for name in claim["values"]):
+        return None
+    return {name: paper[name] * (1.0 if spec["stat"] == "max_clock" else scale)
+            for name, spec in claim["values"].items()}
+
+
+def draw_values(claim: dict[str, Any], truth: dict[str, float], n: dict[str, int],
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One study's per-seed data of each value at its maximum seeds n[name]: a spread's
+    sigma_w x seed table (its means linear between the truth at sigma_w 0.1 and 0 at 2.5,
+    plus a seed level that the paired design cancels), or a mean's per-seed values."""
+    drawn = {}
+    for name, spec in claim["values"].items():
+        stat, size = spec["stat"], n[name]
+        if stat in ("spread", "max_spread", "min_spread"):
+            means = truth[name] * np.linspace(1, 0, len(FIVE_SIGMAS))[:, None]
+            drawn[name] = (means + NOISE_SD * rng.standard_normal((1, size))
+                           + NOISE_SD * rng.standard_normal((len(FIVE_SIGMAS), size)))
+        elif stat == "max_clock":
+            drawn[name] = np.full(size, truth[name])
+        else:
+            sd = {"delta": math.sqrt(2) * NOISE_SD, "beta_decay": design.DECAY_NOISE}.get(
+                stat, NOISE_SD)
+            drawn[name] = truth[name] + sd * rng.standard_normal(size)
+    return drawn
+
+
+def estimate(stat: str, data: np.ndarray, n: int) -> Estimate:
+    """A value's estimate from its first n seeds, as the engine computes it."""
+    if stat in ("spread", "max_spread", "min_spread"):
+        seeds = np.arange(n)
+        return inference.spread({s: data[i, :n] for i, s in enumerate(FIVE_SIGMAS)},
+                                {s: seeds for s in FIVE_SIGMAS})
+    if stat == "max_clock":
+        return inference.exact(float(data[0]))
+    return inference.mean(data[:n])
+
+
+def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int]:
+    """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
+    claim, seeds_max = cells.claim, cells.seeds_max()
+    for look in range(len(LOOKS)):
+        n = {name: len(cells.seeds_at(spec["cell"], look))
+             for name, spec in claim["values"].items()}
+        values = {name: estimate(spec["stat"], drawn[name], n[name])
+                  for name, spec in claim["values"].items()}
+        decision = sequential.decide(claim, values, [], cells.fractions(look), seeds_max)
+        if decision.kind != "continue":
+            return decision.kind, look
+    raise AssertionError("the last look always decides")  # fractions end at 1
+
+
+def truly_holds(claim: dict[str, Any], truth: dict[str, float]) -> bool:
+    """Whether every condition holds on the true values (no noise; >> strictly)."""
+    exact = {name: inference.exact(v) for name, v in truth.items()}
+    for text in claim["holds"]:
+        c = judge.test_condition(text, exact, claim.get("paper", {}), 0.95)
+        v = c.estimate.value
+        if not {">>": v > c.threshold, ">=": v >= c.threshold, "<=": v <= c.threshold,
+                "~": abs(v) < c.threshold}[c.op]:
+            return False
+    return True
+
+
+@dataclass
+class Simulated:
+    """A staged study simulated `draws` times at one effect scale."""
+
+    scale: float
+    outcomes: pd.DataFrame  # draw, id, decision, look, truly_holds
+    hours: np.ndarray  # draws x looks
+
+    def rate(self, kind: str, truth: bool) -> tuple[int, int]:
+        """(count, trials) of decision `kind` among the claims whose truth is `truth`."""
+        rows = self.outcomes[self.outcomes["truly_holds"] == truth]
+        return int((rows["decision"] == kind).sum()), len(rows)
+
+
+def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simulated:
+    """The staged study at effects `scale` times the paper's; a claim that cannot be
+    simulated (no paper value of one of its values) or whose cells the config lacks stays
+    open to the end (its cost counted, its errors not)."""
+    rng = np.random.default_rng(seed)
+    rows, hours = [], []
+    for draw in range(draws):
+        open_at = [set() for _ in LOOKS]
+        for cells in staging.claims:
+            truth = truths(cells.claim, scale)
+            last = len(LOOKS) - 1
+            if truth is not None and cells.complete:
+                drawn = draw_values(cells.claim, truth, cells.seeds_max(), rng)
+                kind, last = run_claim(cells, drawn)
+                rows.append({"draw": draw, "id": cells.claim["id"], "decision": kind,
+                             "look": last, "truly_holds": truly_holds(cells.claim, truth)})
+            for look in range(last + 1):
+                open_at[look].add(cells.claim["id"])
+        hours.append(staging.look_hours(open_at))
+    return Simulated(scale, pd.DataFrame(rows), np.array(hours))
+
+
+def interval(count: int, trials: int) -> tuple[float, float]:
+    """Clopper-Pearson 95% interval of a rate (the Monte Carlo interval)."""
+    lo = stats.beta.ppf(0.025, count, trials - count + 1) if count else 0.0
+    hi = stats.beta.ppf(0.975, count + 1, trials - count) if count < trials else 1.0
+    return float(lo), float(hi)
+
+
+SCALES = (1.0, 0.5, 2.0, 0.0)  # the paper's effects, half, twice, none
+
+
+def summary(staging: Staging, simulated: list[Simulated]) -> pd.DataFrame:
+    """Per effect scale: the false-hold and false-fail rates with their Monte Carlo
+    intervals, what the claims decided, and the expected and maximum device-hours against
+    the fixed design's."""
+    fixed, most = staging.fixed_hours(), sum(staging.max_hours())
+    rows = []
+    for sim in simulated:
+        total = sim.hours.sum(1)
+        row = {"scale": sim.scale}
+        for name, kind, truth in (("false_hold", "holds", False), ("false_fail", "fails", True)):
+            count, trials = sim.rate(kind, truth)
+            row[name] = count / trials if trials else math.nan
+            row[f"{name}_ci"] = interval(count, trials) if trials else (math.nan, math.nan)
+            row[f"{name}_of"] = trials
+        counts = sim.outcomes["decision"].value_counts(normalize=True)
+        row |= {kind: float(counts.get(kind, 0.0)) for kind in ("holds", "fails", "futile")}
+        row |= {"expected_h": float(total.mean()),
+                "expected_h_se": float(total.std(ddof=1) / math.sqrt(len(total))),
+                "max_h": most, "fixed_h": fixed}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render_summary(table: pd.DataFrame) -> str:
+    """The summary as a Markdown table (rates in %, Clopper-Pearson 95% intervals)."""
+    def rate(r: dict, name: str) -> str:
+        lo, hi = r[f"{name}_ci"]
+        return (f"{100 * r[name]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] of {r[f'{name}_of']}"
+                if r[f"{name}_of"] else "none true" if name == "false_fail" else "none false")
+
+    lines = ["| effects | false holds % [95% MC] | false fails % [95% MC] | holds / fails / "
+             "futile % | expected GPU-h (of fixed) | max GPU-h (of fixed) | fixed GPU-h |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in table.to_dict("records"):
+        lines.append(
+            f"| {r['scale']:g} x paper | {rate(r, 'false_hold')} | {rate(r, 'false_fail')} | "
+            f"{100 * r['holds']:.0f} / {100 * r['fails']:.0f} / {100 * r['futile']:.0f} | "
+            f"{r['expected_h']:.0f} +- {1.96 * r['expected_h_se']:.0f} "
+            f"({100 * r['expected_h'] / r['fixed_h']:.0f}%) | {r['max_h']:.0f} "
+            f"({100 * r['max_h'] / r['fixed_h']:.0f}%) | {r['fixed_h']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_looks(staging: Staging, simulated: Simulated) -> str:
+    """Per look, the expected device-hours (simulated at `simulated.scale` times the
+    paper's effects) and the maximum (every claim open to the end), and the fixed
+    design's beside them."""
+    expected, most = simulated.hours.mean(0), staging.max_hours()
+    lines = [f"staged: {len(LOOKS)} looks at {', '.join(f'{f:.0%}' for f in LOOKS)} of each "
+             f"cell's seeds (at least {MIN_SEEDS}); expected at {simulated.scale:g}x the "
+             f"paper's effects over {len(simulated.hours)} simulated studies",
+             f"{'look':<6} {'expected h':>11} {'max h':>8}"]
+    lines += [f"{j + 1:<6} {e:>11.1f} {m:>8.1f}" for j, (e, m) in enumerate(zip(expected, most,
+                                                                                strict=True))]
+    fixed = staging.fixed_hours()
+    lines.append(f"{'all':<6} {expected.sum():>11.1f} {sum(most):>8.1f}   fixed design: "
+                 f"{fixed:.1f} h in one look (expected {expected.sum() / fixed:.0%}, "
+                 f"max {sum(most) / fixed:.0%} of it)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- replay
+
+def recorded_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a runs table that have records."""
+    return runs[runs["status"].ne(MISSING).fillna(False).to_numpy()]
+
+
+def decide_at(cells: ClaimCells, look: int, recorded: pd.DataFrame,
+              epochs: pd.DataFrame | None) -> tuple[sequential.Decision, set[str]]:
+    """A claim at a look (0-based) on the recorded runs of its cells by then, and their
+    ids."""
+    seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
+    _, values, missing, checked = judge.observe(cells.claim, seen, epochs)
+    decision = sequential.decide(cells.claim, values, [g for g in checked if g.passed is False],
+                                 cells.fractions(look), cells.seeds_max(), missing)
+    return decision, set(seen["run_id"])
+
+
+def replay(staging: Staging, runs: pd.DataFrame, epochs: pd.DataFrame | None
+           ) -> tuple[pd.DataFrame, int]:
+    """A finished study's runs judged look by look as the staged study would have seen
+    them: per claim, the verdict on every run (the fixed design's), the staged decision
+    and the look (1-based) it came at, and the recorded runs of its cells by then; and how
+    many recorded runs the staged study would have trained in all."""
+    recorded = recorded_runs(runs)
+    rows, used = [], set(recorded["run_id"]) & staging.unread()
+    for cells in staging.claims:
+        claim = cells.claim
+        full = judge.judge_claim(claim, runs, epochs, judge.planning_sigma(runs))
+        for look in range(len(LOOKS)):
+            decision, seen = decide_at(cells, look, recorded, epochs)
+            if decision.kind != "continue":
+                break
+        used |= seen
+        every = recorded["run_id"].isin(cells.run_ids(len(LOOKS) - 1)).sum()
+        rows.append({"id": claim["id"], "fixed": full.kind, "staged": decision.kind,
+                     "look": look + 1, "runs": len(seen), "runs_fixed": int(every),
+                     "agree": _agree(full.kind, decision.kind), "reason": decision.reason})
+    return pd.DataFrame(rows), len(used)
+
+
+def _agree(fixed: str, staged_kind: str) -> bool:
+    """The same verdict: holds and fails as such; futile is the fixed design's
+    underpowered; out of regime and not run as such."""
+    return {"futile": "underpowered"}.get(staged_kind, staged_kind) == fixed
+
+
+def render_replay(table: pd.DataFrame, used: int, recorded: int) -> str:
+    lines = ["| claim | on every run | staged | at look | its runs by then (of all) |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{r['id']}` | {r['fixed']} | {r['staged']}"
+              f"{'' if r['agree'] else ' (differs)'} | {r['look']} | {r['runs']} "
+              f"({r['runs_fixed']}) |" for r in table.to_dict("records")]
+    lines.append(f"\nthe staged study would have trained {used} of the {recorded} recorded "
+                 f"runs; {int(table['agree'].sum())} of {len(table)} verdicts agree")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------- the study's looks
+
+def judge_look(staging: Staging, look: int, runs: pd.DataFrame, epochs: pd.DataFrame | None,
+               previous: pd.DataFrame | None) -> pd.DataFrame:
+    """The decisions after a look (0-based) of a running staged study: a claim decided at
+    an earlier look (`previous`, that look's table) keeps its decision; an open one is
+    judged on the runs recorded for it by now. `waits` names what an open claim waits
+    for: the next look's seeds of its cells."""
+    before = {} if previous is None else previous.set_index("id").to_dict("index")
+    recorded, rows = recorded_runs(runs), []
+    for cells in staging.claims:
+        kept = before.get(cells.claim["id"])
+        if kept is not None and kept["decision"] != "continue":
+            rows.append({"id": cells.claim["id"], **kept})
+            continue
+        decision, seen = decide_at(cells, look, recorded, epochs)
+        waits = ("" if decision.kind != "continue" else "look " + str(look + 2) + ": " + ", ".join(
+            f"{c} {len(cells.seeds_at(c, look + 1))} seeds" for c in cells.compared))
+        rows.append({"id": cells.claim["id"], "decision": decision.kind, "look": look + 1,
+                     "runs": len(seen), "waits": waits, "reason": decision.reason})
+    return pd.DataFrame(rows)
+
+
+def open_claims(decisions: str | Path) -> set[str]:
+    """The claims a look's decisions (judge_look's table, as CSV) leave open."""
+    table = pd.read_csv(decisions)
+    return set(table.loc[table["decision"] == "continue", "id"])
+
+
+def study_packs(config: dict[str, Any], claims_path: str | Path) -> dict[str, Pack]:
+    """The packs the workflow trains: a staged study's (config `staged`), each look's
+    apart, else the fixed design's."""
+    if not config["staged"]:
+        return make_packs(config)
+    return Staging.of(config, judge.read_claims(claims_path)).packs()
+
+
+def looks_text(folder: Path) -> str:
+    """Where a staged study stands (`initmem status`): its last decided look, and what each
+    claim still open waits for."""
+    files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
+    if not files:
+        return f"staged: look 1 of {len(LOOKS)} training (no look decided yet)"
+    table = pd.read_csv(files[-1], keep_default_na=False)
+    counts = table["decision"].value_counts()
+    lines = [f"staged: look {files[-1].stem.removeprefix('look')} of {len(LOOKS)} decided: "
+             + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts)]
+    waiting = table[table["decision"] == "continue"]
+    lines += [f"  {r['id']} waits for {r['waits']}" for r in waiting.to_dict("records")]
+    if waiting.empty:
+        lines.append("  every claim is decided: no more seeds to train")
+    return "\n".join(lines)

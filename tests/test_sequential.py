@@ -1,0 +1,284 @@
+"""The staged design's decision rule on small simulated looks: the spending boundaries,
+each decision, and its error rates across looks (seconds; the thorough Monte Carlo is
+bench/staged_design.py)."""
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from analysis_frames import runs_table
+from fakes import write_fake_run
+from workflow_helpers import job_counts, snakemake
+
+from initmem.analysis import gates, inference, sequential, staged
+from initmem.analysis.claims import read_claims
+from initmem.cli import main
+from initmem.plan.grid import ConfigError, load_config, validate_config
+from initmem.records import status
+
+ROOT = Path(__file__).parents[1]
+
+NOMINAL = 0.05
+
+
+def test_obrien_fleming_spending_reaches_alpha_only_at_the_end():
+    assert sequential.spent(1.0) == pytest.approx(NOMINAL)
+    assert sequential.spent(1 / 3) < 1e-3 < sequential.spent(2 / 3) < NOMINAL
+
+
+def test_boundaries_are_the_published_group_sequential_ones():
+    """Three equal looks, one-sided 2.5%: z = 3.71, 2.51, 1.99 (Jennison & Turnbull,
+    Lan-DeMets O'Brien-Fleming); a single look is the fixed design's level."""
+    z = [float(-inference.stats.norm.ppf(a / 2)) for a in sequential.boundaries((1 / 3, 2 / 3, 1))]
+    assert z == pytest.approx([3.71, 2.51, 1.99], abs=0.01)
+    assert sequential.boundaries((1.0,)) == pytest.approx((NOMINAL,))
+
+
+@pytest.mark.parametrize("fractions", [(0.5, 0.5), (0.7, 0.4), (0.0, 1.0)])
+def test_bad_fractions_are_refused_naming_them(fractions):
+    with pytest.raises(ValueError, match="fraction"):
+        sequential.boundaries(fractions)
+
+
+def delta_claim(paper: float = 10.0) -> dict:
+    return {"id": "remembers", "cells": {"sgd": {}},
+            "values": {"delta": {"stat": "delta", "cell": "sgd"}},
+            "holds": ["delta >> 0"], "paper": {"delta": paper}}
+
+
+def mean(value: float, sd: float, n: int) -> inference.Estimate:
+    return inference.Estimate(value, "mean", sd, n, n - 1)
+
+
+def decide(value: float, sd: float, n: int, fractions=(1 / 3,), failed=()):
+    return sequential.decide(delta_claim(), {"delta": mean(value, sd, n)}, list(failed),
+                             fractions, {"delta": 15})
+
+
+def test_a_large_effect_holds_at_the_first_look():
+    assert decide(10.0, 1.0, 5).kind == "holds"
+
+
+def test_an_effect_far_below_the_papers_fails_only_when_overwhelming():
+    assert decide(0.0, 1.0, 5).kind == "continue"  # the first look's level is 0.0002
+    assert decide(0.0, 0.3, 5).kind == "fails"
+
+
+def test_a_claim_the_maximum_seeds_cannot_decide_is_futile_early():
+    """delta 2.5 with seed noise 10 pp: at 15 seeds its interval would still cover both 0
+    and half the paper's 10 pp."""
+    assert decide(2.5, 10.0, 5).kind == "futile"
+    assert decide(3.0, 2.0, 5).kind == "continue"
+
+
+def test_undecided_at_the_last_look_is_futile():
+    assert decide(3.0, 8.0, 15, fractions=(1 / 3, 2 / 3, 1.0)).kind == "futile"
+
+
+def test_gates_come_first_and_a_claim_out_of_regime_buys_no_seeds():
+    failed = [gates.Gate("trained", "sgd", False, "run 3 ends at 60%")]
+    decision = decide(10.0, 1.0, 5, failed=failed)
+    assert decision.kind == "out of regime" and "run 3 ends at 60%" in decision.reason
+
+
+def test_a_value_not_run_says_so():
+    decision = sequential.decide(delta_claim(), {}, [], (1 / 3,), {}, ["delta: not run"])
+    assert decision.kind == "not run"
+
+
+def cells(seeds: int) -> staged.ClaimCells:
+    return staged.ClaimCells(delta_claim(), {"sgd": list(range(seeds))},
+                             {"sgd": pd.DataFrame({"seed": [], "run_id": []})}, ["sgd"])
+
+
+def rates(truth: float, draws: int, seed: int) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    claim_cells = cells(15)
+    kinds = [staged.run_claim(claim_cells, staged.draw_values(
+        claim_cells.claim, {"delta": truth}, {"delta": 15}, rng))[0] for _ in range(draws)]
+    return pd.Series(kinds).value_counts(normalize=True)
+
+
+def test_without_an_effect_the_staged_claim_holds_at_most_nominally():
+    """400 studies at delta 0 (5 looks of a 15-seed cell): a false hold in at most 5%
+    (the one-sided rate is 2.5%; 5% is the fixed design's level)."""
+    assert rates(0.0, 400, 0).get("holds", 0.0) <= NOMINAL
+
+
+def test_at_the_papers_effect_the_staged_claim_holds_and_never_fails():
+    found = rates(10.0, 200, 1)
+    assert found.get("holds", 0.0) >= 0.95 and found.get("fails", 0.0) == 0.0
+
+
+def test_a_cell_runs_its_seeds_in_fifths_but_never_fewer_than_two():
+    assert [staged.seeds_at(15, j) for j in range(5)] == [3, 6, 9, 12, 15]
+    assert [staged.seeds_at(25, j) for j in range(5)] == [5, 10, 15, 20, 25]
+    assert [staged.seeds_at(3, j) for j in range(5)] == [2, 2, 2, 3, 3]
+    assert cells(3).fractions(4) == pytest.approx((2 / 3, 1.0))
+    assert cells(15).fractions(1) == pytest.approx((0.2, 0.4))
+    assert math.isclose(cells(15).fractions(4)[-1], 1.0)
+
+
+GPU_FIRST = ROOT / "config" / "gpu_first.yaml"
+CLAIMS = ROOT / "paper" / "claims.yaml"
+
+
+def sgd_delta_claim() -> dict:
+    """The delta claim on config/gpu_first.yaml's SGD b = 16 cell (15 seeds)."""
+    return {**delta_claim(), "cells": {"sgd": {"family": "main", "optimizer": "sgd", "b": 16}}}
+
+
+def test_a_look_trains_only_the_seeds_its_open_claims_add():
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    assert [len(staging.claims[0].seeds_at("sgd", j)) for j in range(5)] == [3, 6, 9, 12, 15]
+    stopped = staging.look_hours([{"remembers"}, set(), set(), set(), set()])
+    assert stopped[0] > 0 and stopped[1:] == [0.0] * 4
+    most = staging.max_hours()
+    assert all(h > 0 for h in most)
+    assert stopped[0] == most[0]
+    # staged packs of a look are smaller than the fixed study's: at most a few % dearer
+    assert staging.fixed_hours() <= sum(most) <= 1.1 * staging.fixed_hours()
+
+
+def test_the_summary_table_gives_rates_with_intervals_and_hours_beside_the_fixed():
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    table = staged.summary(staging, [staged.simulate(staging, s, 6, seed=3) for s in (1.0, 0.0)])
+    text = staged.render_summary(table)
+    assert "| 1 x paper | none false | 0.0 [0.0, 45.9] of 6 |" in text
+    assert "| 0 x paper |" in text and "none true" in text
+    assert (table["expected_h"] <= table["max_h"] + 1e-9).all()
+
+
+def test_the_clopper_pearson_interval_covers_the_rate():
+    assert staged.interval(0, 20) == pytest.approx((0.0, 0.168), abs=1e-3)
+    assert staged.interval(20, 20)[1] == 1.0
+
+
+@pytest.mark.slow
+def test_the_staged_gpu_study_keeps_both_error_rates_nominal():
+    """The bench's table on config/gpu_first.yaml's claims at 10 studies per scale (about a
+    two minutes): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
+    the paper's effects, and its maximum within 110% of the fixed design's."""
+    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    simulated = [staged.simulate(staging, s, 10, seed=i) for i, s in enumerate((1.0, 0.0))]
+    table = staged.summary(staging, simulated)
+    assert table["false_hold"].max() <= NOMINAL + 0.05 and table["false_fail"].max() <= NOMINAL
+    assert table["max_h"].iloc[0] <= 1.1 * table["fixed_h"].iloc[0]
+
+
+def sgd_runs(staging: staged.Staging, delta: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Records of the SGD b = 16 cell's runs: accuracy at sigma_w 0.1 above 2.5 by `delta`
+    pp, seed noise 1 pp."""
+    cell = staging.claims[0].runs["sgd"]
+    rows = [{"run_id": r.run_id, "family": "main", "b": 16, "sigma_w": r.sigma_w,
+             "seed": r.seed, "status": "completed", "eval_subset": 10_000,
+             "test_acc_best": (80 + (delta if r.sigma_w == 0.1 else 0.0)
+                               + rng.standard_normal()) / 100}
+            for r in (staging.runs[i] for i in cell["run_id"])]
+    return runs_table(rows)
+
+
+def test_a_replayed_study_stops_each_claim_at_its_look_with_the_runs_it_used():
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    table, used = staged.replay(staging, sgd_runs(staging, 10.0, np.random.default_rng(0)), None)
+    row = table.iloc[0]
+    assert (row["fixed"], row["staged"], bool(row["agree"])) == ("holds", "holds", True)
+    # 3 seeds (look 1) have 2 degrees of freedom at level 1e-5; 6 seeds suffice
+    assert row["look"] == 2 and row["runs"] == 30 == used and row["runs_fixed"] == 75
+    table, _ = staged.replay(staging, sgd_runs(staging, 0.5, np.random.default_rng(0)), None)
+    assert table.iloc[0][["fixed", "staged", "look"]].tolist() == ["fails", "fails", 2]
+
+
+@pytest.mark.slow
+def test_the_laptop_archives_replayed_look_by_look_reach_the_same_verdicts(tmp_path, capsys):
+    laptop = ROOT / "results" / "laptop" / "v2"
+    assert main(["claims", "--staged", "--config", str(ROOT / "config" / "laptop_v2.yaml"),
+                 "--archive", str(laptop / "runs.tar"), "--archive",
+                 str(laptop / "rerun" / "runs.tar"), "--out-csv", str(tmp_path / "r.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("16 of 16 verdicts agree") == 2
+    assert "would have trained 40 of the 55 recorded runs" in out
+
+
+def test_the_staged_gpu_study_dry_runs_its_first_look_through_the_slurm_profile(tmp_path):
+    """`snakemake --profile slurm all --configfile config/gpu_first.yaml`, dry: the first
+    look's packs train (fifths of the seeds, apart from later looks'), then its checkpoint
+    judges; later looks wait for its decisions."""
+    done = snakemake(tmp_path, GPU_FIRST, "-n", "all", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = job_counts(done.stdout)
+    trains = [rule for rule in counts if rule.startswith("train_")]
+    assert trains and all(rule.startswith("train_look1-") for rule in trains)
+    assert counts["look_1"] == 1 and "look_2" not in counts
+    assert "checkpoint jobs" in done.stdout
+
+
+def test_status_shows_the_look_and_what_each_open_claim_waits_for(tmp_path):
+    args = (GPU_FIRST, tmp_path / "runs", None, ROOT / "paper" / "published",
+            ROOT / "paper" / "claims.yaml")
+    before = status.render(status.sweep_status(*args))
+    assert "staged: look 1 of 5 training (no look decided yet)" in before
+    assert "872 runs" in before and "look1-main" not in before  # counted by recipe
+    (tmp_path / "looks").mkdir()
+    pd.DataFrame([{"id": "remembers", "decision": "holds", "look": 1, "runs": 15,
+                   "waits": "", "reason": ""},
+                  {"id": "forgets", "decision": "continue", "look": 1, "runs": 30,
+                   "waits": "look 2: adam 10 seeds", "reason": ""}]
+                 ).to_csv(tmp_path / "looks" / "look1.csv", index=False)
+    after = status.render(status.sweep_status(*args))
+    assert "staged: look 1 of 5 decided: 1 holds, 1 continue" in after
+    assert "forgets waits for look 2: adam 10 seeds" in after
+
+
+def test_a_look_keeps_earlier_decisions_and_says_what_an_open_claim_waits_for(tmp_path):
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    runs = sgd_runs(staging, 10.0, np.random.default_rng(0))
+    first = staged.judge_look(staging, 0, runs, None, None)
+    assert first[["decision", "look", "runs", "waits"]].values.tolist() == [
+        ["continue", 1, 15, "look 2: sgd 6 seeds"]]
+    first.to_csv(tmp_path / "look1.csv", index=False)
+    assert staged.open_claims(tmp_path / "look1.csv") == {"remembers"}
+    second = staged.judge_look(staging, 1, runs, None, first)
+    assert second[["decision", "look"]].values.tolist() == [["holds", 2]]
+    assert staged.judge_look(staging, 4, runs, None, second).equals(second)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--look", "6"], "the looks are 1 to 5"),
+    (["--look", "2"], "--previous .* is needed from look 2 on"),
+    (["--look", "1", "--previous", "x.csv"], "and only there")])
+def test_a_bad_look_is_refused_naming_it(tmp_path, capsys, args, message):
+    assert main(["claims", "--config", str(GPU_FIRST), *args,
+                 "--out-csv", str(tmp_path / "l.csv")]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.slow
+def test_once_a_look_decides_every_claim_nothing_more_trains(tmp_path):
+    """The first look's runs recorded (3 fake epochs each: every claim is out of regime or
+    not run), its checkpoint judges for real; then `all` trains nothing more (about two
+    minutes: two Snakemake runs over config/gpu_first.yaml)."""
+    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    rng = np.random.default_rng(0)
+    for run_id in sorted(staging.wanted(0, {c.claim["id"] for c in staging.claims})):
+        run = staging.runs[run_id]
+        write_fake_run(tmp_path / "results" / "runs", run, 3,
+                       -0.04 * run.sigma_w + 0.02 * rng.standard_normal())
+    done = snakemake(tmp_path, GPU_FIRST, "results/looks/look1.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "continue" not in (tmp_path / "results" / "looks" / "look1.csv").read_text()
+    done = snakemake(tmp_path, GPU_FIRST, "-n", "all", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = job_counts(done.stdout)
+    assert counts["look_2"] == 1 and not any(rule.startswith("train_") for rule in counts)
+
+
+def test_a_staged_study_trains_one_pack_per_job():
+    config = yaml.safe_load(GPU_FIRST.read_text())
+    config["execution"]["packs_per_job"] = 2
+    with pytest.raises(ConfigError, match=r"packs_per_job=2 with staged: true is not allowed"):
+        validate_config(config)
