@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 from fakes import FakeGraph
+from keras_arguments import keras_kwargs
 from torch import nn
 
 from initmem.errors import InputError
@@ -225,19 +226,6 @@ def test_declared_defaults_are_keras_defaults(name, keras):
     signature = inspect.signature(getattr(keras.optimizers, declared.keras))
     for key, value in declared.hyperparameters.items():
         assert signature.parameters[key].default == value, key
-
-
-def keras_kwargs(recipe: Recipe) -> dict:
-    """The recipe as Keras' constructor arguments: the fields it takes, by Keras' names."""
-    takes = recipe.declaration.takes
-    kwargs = dict(recipe.optimizer_hyperparameters)
-    if "momentum" in takes:
-        kwargs["momentum"] = recipe.momentum
-    if "weight_decay" in takes:
-        kwargs["weight_decay"] = recipe.weight_decay
-    if "muon_adam_weight_decay" in takes:
-        kwargs["adam_weight_decay"] = recipe.muon_adam_decay
-    return kwargs
 
 
 def keras_steps(keras, recipe: Recipe, dtype: str) -> tuple[dict, dict]:
