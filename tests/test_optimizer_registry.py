@@ -134,6 +134,17 @@ def test_compaction_keeps_the_state_of_the_runs_that_go_on(name):
         assert torch.equal(kept[n], whole[n][rows]), n
 
 
+def test_a_state_saved_before_run_scalars_loads_only_where_none_are_declared():
+    """Checkpoints written before run scalars existed hold none: an optimizer without any
+    resumes from them; one with a run scalar refuses, naming what it needs."""
+    adam, nadam = (build(registry_recipe(n), packed_params(2)) for n in ("adam", "nadam"))
+    adam.load_state_dict({k: v for k, v in adam.state_dict().items() if k != "run_scalars"})
+    older = {k: v for k, v in nadam.state_dict().items() if k != "run_scalars"}
+    with pytest.raises(InputError, match=r"has run_scalars \[\]; this optimizer needs "
+                                         r"exactly \['u_product'\]"):
+        nadam.load_state_dict(older)
+
+
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_graph_check_saves_and_restores_the_whole_state(name):
     """The CUDA-graph path on CPU (FakeGraph): its capture check saves the state, steps
