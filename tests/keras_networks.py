@@ -32,6 +32,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from keras_arguments import keras_kwargs  # noqa: E402
 
 from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET, RESNET9  # noqa: E402
 from initmem.plan.spec import Recipe  # noqa: E402
@@ -45,6 +46,7 @@ from initmem.training.models import (  # noqa: E402
     build_model,
 )
 from initmem.training.optimizers import build_optimizer  # noqa: E402
+from initmem.training.optimizers.muon import MUON_EXCLUDE_LAYERS  # noqa: E402
 
 layers = keras.layers
 BIAS_STD = 0.2
@@ -201,20 +203,13 @@ def load_into_pack(model: PackedNet, run: int, weights: list[np.ndarray]) -> Non
 
 
 def keras_optimizer(recipe: Recipe):
-    """(CosineDecay, the Keras optimizer) of a recipe."""
+    """(CosineDecay, the Keras optimizer its declaration names, built from the recipe)."""
     schedule = keras.optimizers.schedules.CosineDecay(recipe.lr0, recipe.total_steps,
                                                       alpha=recipe.cosine_alpha)
-    opt, wd = keras.optimizers, recipe.weight_decay
-    # the Keras-default reading leaves adam_weight_decay unset: its default is the reading
-    muon_adam = {} if recipe.muon_adam_weight_decay is not None else {"adam_weight_decay": wd}
-    return schedule, {
-        "sgd": lambda: opt.SGD(schedule),
-        "sgd_momentum": lambda: opt.SGD(schedule, momentum=recipe.momentum),
-        "adam": lambda: opt.Adam(schedule),
-        "adamw": lambda: opt.AdamW(schedule, weight_decay=wd),
-        "muon": lambda: opt.Muon(schedule, weight_decay=wd, exclude_layers=["dense"],
-                                 **muon_adam),
-    }[recipe.optimizer]()
+    kwargs = keras_kwargs(recipe)
+    if recipe.declaration.keras == "Muon":  # the paper's exclude_layers: the output dense
+        kwargs["exclude_layers"] = list(MUON_EXCLUDE_LAYERS)
+    return schedule, getattr(keras.optimizers, recipe.declaration.keras)(schedule, **kwargs)
 
 
 def batches(run: int, steps: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

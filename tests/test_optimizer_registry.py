@@ -3,12 +3,16 @@
 Each registered optimizer (initmem.plan.optimizers.declarations()) is built with every
 recipe field it takes set away from its default and checked for what all of them share:
 runs of a pack stay independent, a zero gradient in one run leaves the others alone, a
-resume from its state_dict is bitwise, a rate given as a tensor equals the same float.
+rate given as a tensor equals the same float, and its state (slots, run scalars, counter)
+follows the runs wherever training moves it: a resume from a checkpoint file, a compaction
+(the pack's state cut to the runs that go on) and the CUDA-graph capture's check (its save
+and restore, on CPU) are all bitwise, so state kept outside them fails here.
 Where the declaration names a Keras class, it is run step for step against that class in
 float64, at the declared defaults (which must be Keras' defaults) and with every declared
 hyperparameter moved, so each reaches the math under Keras' name.
 """
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -16,12 +20,18 @@ import os
 import numpy as np
 import pytest
 import torch
+from fakes import FakeGraph
+from keras_arguments import keras_kwargs
 from torch import nn
 
 from initmem.errors import InputError
 from initmem.plan import grid
 from initmem.plan.optimizers import OPTIMIZERS, declarations
 from initmem.plan.spec import Recipe, SpecError
+from initmem.training import checkpoint
+from initmem.training.models import build_model
+from initmem.training.optimizers import build_optimizer, run_rows
+from initmem.training.step import WARMUP_STEPS, StepExecutor
 
 STEPS = 5
 LRS = [1e-2 * (1 - 0.1 * k) for k in range(STEPS)]  # a moving rate, as under a schedule
@@ -92,17 +102,70 @@ def test_zero_grad_in_one_run_leaves_the_other_alone(name):
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
-def test_resume_from_state_dict_is_bitwise(name):
+def test_resume_from_a_checkpoint_is_bitwise(name, tmp_path):
+    """Two updates, the state through a checkpoint file, a new optimizer, three more."""
     recipe, grads = registry_recipe(name), gradients(2)
     straight, resumed = packed_params(2), packed_params(2)
     train(build(recipe, straight), straight, grads)
     first = build(recipe, resumed)
     train(first, resumed, grads[:2], LRS[:2])
+    checkpoint.save(tmp_path, {"optimizer": first.state_dict()})
     again = build(recipe, resumed)
-    again.load_state_dict(first.state_dict())
+    again.load_state_dict(checkpoint.read(tmp_path / checkpoint.LATEST)["optimizer"])
     train(again, resumed, grads[2:], LRS[2:])
     for n in SHAPES:
         assert torch.equal(straight[n], resumed[n]), n
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_compaction_keeps_the_state_of_the_runs_that_go_on(name):
+    """After two updates of a pack of 3, runs 0 and 2 go on as a pack of 2 from the state
+    cut as the trainer cuts it (run_rows): they end where the pack of 3 leaves them."""
+    recipe, grads, rows = registry_recipe(name), gradients(3), [0, 2]
+    whole, cut = packed_params(3), packed_params(3)
+    train(build(recipe, whole), whole, grads)
+    first = build(recipe, cut)
+    train(first, cut, grads[:2], LRS[:2])
+    kept = {n: nn.Parameter(p.detach()[rows].clone()) for n, p in cut.items()}
+    again = build(recipe, kept)
+    again.load_state_dict(run_rows(first.state_dict(), rows))
+    train(again, kept, [{n: g[n][rows] for n in g} for g in grads[2:]], LRS[2:])
+    for n in SHAPES:
+        assert torch.equal(kept[n], whole[n][rows]), n
+
+
+def test_a_state_saved_before_run_scalars_loads_only_where_none_are_declared():
+    """Checkpoints written before run scalars existed hold none: an optimizer without any
+    resumes from them; one with a run scalar refuses, naming what it needs."""
+    adam, nadam = (build(registry_recipe(n), packed_params(2)) for n in ("adam", "nadam"))
+    adam.load_state_dict({k: v for k, v in adam.state_dict().items() if k != "run_scalars"})
+    older = {k: v for k, v in nadam.state_dict().items() if k != "run_scalars"}
+    with pytest.raises(InputError, match=r"has run_scalars \[\]; this optimizer needs "
+                                         r"exactly \['u_product'\]"):
+        nadam.load_state_dict(older)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_graph_check_saves_and_restores_the_whole_state(name):
+    """The CUDA-graph path on CPU (FakeGraph): its capture check saves the state, steps
+    eagerly, restores and replays. State outside Optimizer.state_tensors() would advance
+    twice there and the graph would be dropped; here it is kept and every replayed update
+    equals the eager one, bitwise, parameters and optimizer state alike."""
+    recipe, n, b = dataclasses.replace(registry_recipe(name), width=0.03), 2, 4
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn((n, b, 3, 32, 32), generator=gen), torch.randint(10, (n, b), generator=gen)
+    done = []
+    for kind in (StepExecutor, FakeGraph):
+        model = build_model(recipe, n)
+        model.init_([1.0, 2.0], [torch.Generator().manual_seed(s) for s in range(n)])
+        done.append(kind(model, build_optimizer(recipe, model), recipe.l2, b, lambda _: (x, y)))
+        for k in range(WARMUP_STEPS + 3):  # warm-ups, the capture (its check replays), 2 more
+            done[-1](1e-2 * 0.9**k, torch.zeros((n, b)))
+    eager, graph = done
+    assert graph.calls == {"warmup": WARMUP_STEPS, "capture": 1, "replay": 3}
+    assert graph.dropped is None
+    for a, b in zip(eager._state(), graph._state(), strict=True):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
@@ -174,19 +237,6 @@ def test_declared_defaults_are_keras_defaults(name, keras):
     signature = inspect.signature(getattr(keras.optimizers, declared.keras))
     for key, value in declared.hyperparameters.items():
         assert signature.parameters[key].default == value, key
-
-
-def keras_kwargs(recipe: Recipe) -> dict:
-    """The recipe as Keras' constructor arguments: the fields it takes, by Keras' names."""
-    takes = recipe.declaration.takes
-    kwargs = dict(recipe.optimizer_hyperparameters)
-    if "momentum" in takes:
-        kwargs["momentum"] = recipe.momentum
-    if "weight_decay" in takes:
-        kwargs["weight_decay"] = recipe.weight_decay
-    if "muon_adam_weight_decay" in takes:
-        kwargs["adam_weight_decay"] = recipe.muon_adam_decay
-    return kwargs
 
 
 def keras_steps(keras, recipe: Recipe, dtype: str) -> tuple[dict, dict]:

@@ -143,6 +143,18 @@ def test_caption_states_the_seed_count_or_its_range():
     assert "over $n=1$--$2$ seeds" in caption(render(5, runs))
 
 
+def test_table5_names_the_depth_familys_optimizers_it_has_no_rows_for():
+    """Table 5 has the paper's SGD and Adam rows; any other optimizer the depth family ran
+    (the paper's own, or an extension's Lion) is named in the caption, not dropped unsaid."""
+    depth = [{**row, "arch": "resnet56"} for row in lr_l2_rows(1e-3, 0.0, 16, (0,), "depth")]
+    runs = runs_table([*depth, *({**row, "optimizer": opt} for row in depth
+                                 for opt in ("lion", "adamw", "adam"))])
+    tex = render(5, runs)
+    assert "the depth family's runs of AdamW, Lion are not shown" in caption(tex)
+    assert {row[1] for row in body_rows(tex)} == {"SGD", "Adam"}
+    assert "not shown" not in caption(render(5, runs[runs["optimizer"].isin(["sgd", "adam"])]))
+
+
 def test_every_table_renders_from_a_small_synthetic_config():
     from initmem.records import synthetic
 

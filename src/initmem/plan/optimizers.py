@@ -16,7 +16,14 @@ code it holds one literal, `DECLARATION = {...}`, that every other stage reads f
     kernel_decay     the Recipe property that decays the conv kernels (the clock T_L2's
                      lambda; default weight_decay)
     hyperparameters  its own hyperparameters, Keras' names -> Keras' defaults; a config sets
-                     them per optimizer (`optimizers.<name>.hyperparameters`) or per family
+                     them per optimizer (`optimizers.<name>.hyperparameters`) or per family.
+                     `build` gets them as Python floats: Keras casts a Python float through
+                     float32 where it writes ops.cast(self.x, dtype) or an initializer's
+                     constant (Adagrad's initial_accumulator_value 0.1 is 0.10000000149
+                     even in float64), not in Python arithmetic (1 - self.beta_1, +
+                     self.epsilon). A slot's or run scalar's initial value is cast for you
+                     (_base's _add_slot, _add_run_scalar); elsewhere pass the value through
+                     keras_float where the Keras line casts it (training/optimizers/_base.py)
     base             another optimizer whose declaration this one starts from (all but its
                      label, tex_label and keras), e.g. AdamW from Adam
 

@@ -177,8 +177,7 @@ class StepExecutor:
 
     def _state(self) -> list[Tensor]:
         """Every tensor an update changes: parameters, BN statistics, optimizer state."""
-        return [*self.model.state_dict().values(), *self.optimizer.slots.values(),
-                self.optimizer.iterations]
+        return [*self.model.state_dict().values(), *self.optimizer.state_tensors()]
 
 
 def _clones(tensors: Sequence[Tensor]) -> list[Tensor]:

@@ -11,8 +11,8 @@ stops; its records are written at once. The other runs go on.
 Compaction (on unless turned off): at the end of an epoch in which runs stopped, they leave
 the pack. Their final weights are set aside (kept in the checkpoint, so --keep-checkpoint
 keeps them); the runs still training are sliced out of every packed tensor (parameters,
-BatchNorm statistics, optimizer slots, accumulators, generators) into a pack of their
-size, whose step (and CUDA graph) is built anew. Every computation of a run depends on
+BatchNorm statistics, optimizer slots and run scalars, accumulators, generators) into a
+pack of their size, whose step (and CUDA graph) is built anew. Every computation of a run depends on
 its own slice only, so the records are those of the uncompacted pack (tests/test_train.py).
 """
 
@@ -35,7 +35,7 @@ from initmem.plan.spec import Pack, Run
 from initmem.records.files import history_frame, summary_record, write_records
 from initmem.training import checkpoint, data
 from initmem.training.models import PackedNet, bn_variance_ratio, build_model
-from initmem.training.optimizers import build_optimizer
+from initmem.training.optimizers import build_optimizer, run_rows
 from initmem.training.step import StepExecutor, cross_entropy, l2_penalty
 
 log = logging.getLogger("initmem.train")
@@ -312,8 +312,7 @@ class PackTrainer:
             if i not in rows:
                 loop.departed[m] = {name: t[i:i + 1].detach().cpu().clone()
                                     for name, t in weights.items()}
-        optimizer = self.optimizer.state_dict()
-        optimizer["slots"] = _rows(optimizer["slots"], rows)
+        optimizer = run_rows(self.optimizer.state_dict(), rows)
         log.info("epoch %d: %d run(s) stopped and leave the pack; %d go on",
                  loop.epoch - 1, len(loop.members) - len(rows), len(rows))
         self._keep([loop.members[i] for i in rows])

@@ -188,14 +188,26 @@ def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]],
     return panels
 
 
+DEPTH_OPTIMIZERS = ("sgd", "adam")  # the paper's Table 5 rows per network, in its order
+
+
+def depth_left_out(depth_runs: pd.DataFrame, config: dict) -> list[str]:
+    """The optimizers the depth family ran that Table 5 has no rows for (the paper's
+    other optimizers and any extension), in the config's order."""
+    ran = set(depth_runs["optimizer"]) - set(DEPTH_OPTIMIZERS)
+    ordered = [name for name in config["optimizers"] if name in ran]
+    return ordered + sorted(ran - set(ordered))
+
+
 def depth(runs: pd.DataFrame, config: dict):
-    """Table 5: a row per network of the paper's depth study (whether or not its runs
-    exist) and per other network the depth family has (its declaration's order)."""
+    """Table 5: SGD and Adam rows per network of the paper's depth study (whether or not
+    its runs exist) and per other network the depth family has (its declaration's order);
+    the caption names the depth family's other optimizers, which have no rows."""
     sheet, labels = Sheet(5), tex_labels(config)
+    depth_runs = select(runs, family="depth")
     groups = [(arch, opt, partial(select, runs, family=["main", "depth"], arch=arch,
                                   lr0=1e-3, l2=0.0, augment=False))
-              for arch in depth_study(select(runs, family="depth")["arch"])
-              for opt in ("sgd", "adam")]
+              for arch in depth_study(depth_runs["arch"]) for opt in DEPTH_OPTIMIZERS]
     panels = test_train_panels(sheet, groups, labels)
     events = []
     for b in (16, 128):
@@ -209,7 +221,8 @@ def depth(runs: pd.DataFrame, config: dict):
             rows.append({"config": labels[arch], "optimizer": labels[opt], "cells": cells})
         events.append({"b": b, "rows": rows})
     context = {"panels": panels, "events": events, "sigmas": [f"{s:g}" for s in FIVE],
-               "seeds": sheet.seeds(), "row_header": "Architecture"}
+               "seeds": sheet.seeds(), "row_header": "Architecture",
+               "left_out": [labels.get(n, n) for n in depth_left_out(depth_runs, config)]}
     return context, sheet.cells, sheet.texts
 
 

@@ -22,9 +22,9 @@ from torch import nn
 from initmem.errors import InputError
 from initmem.plan.optimizers import OPTIMIZERS
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, AdamMath, Optimizer, keras_float
+from initmem.training.optimizers._base import LR, AdamMath, Optimizer, keras_float, run_rows
 
-__all__ = ["LR", "AdamMath", "Optimizer", "build_optimizer", "keras_float"]
+__all__ = ["LR", "AdamMath", "Optimizer", "build_optimizer", "keras_float", "run_rows"]
 
 
 def build_optimizer(recipe: Recipe, model: nn.Module) -> Optimizer:

@@ -1,6 +1,6 @@
-"""What every optimizer shares: named packed parameters, per-parameter state slots, an
-update counter on the device, Keras' decoupled weight decay, and Keras' Adam math (Adam,
-AdamW and Muon's AdamW path use it).
+"""What every optimizer shares: named packed parameters, its state (per-parameter slots,
+per-run scalars and an update counter, all on the device), Keras' decoupled weight decay,
+and Keras' Adam math (Adam, AdamW and Muon's AdamW path use it).
 
 Every parameter has a leading run dimension N; every update is elementwise or batched
 over that dimension, so the runs of a pack stay independent. The math follows the Keras
@@ -18,10 +18,22 @@ operations where that costs nothing:
 - Adam: m <- m + (g - m)(1 - beta1); v <- v + (g^2 - v)(1 - beta2);
   w <- w - (m * eta sqrt(1 - beta2^t) / (1 - beta1^t)) / (sqrt(v) + epsilon)  ("epsilon
   hat"), with the optimizer's declared beta_1, beta_2, epsilon (Keras': 0.9, 0.999, 1e-7).
-- Hyperparameters pass through `keras_float` where Keras casts them (`ops.cast(x,
-  dtype)` of a Python float makes a float32 tensor first): momentum, weight decay, the
-  L2 coefficient and the betas of Adam's bias-correction powers. In float32 that is what
-  happens anyway; in float64 it keeps us equal to Keras-float64 (tests/test_keras_networks.py).
+- Hyperparameters pass through `keras_float` where Keras casts them: `ops.cast(x, dtype)`
+  of a Python float, and an initializer's constant (`initializers.Constant(0.1)`, Adagrad's
+  initial_accumulator_value), make a float32 tensor first, so 0.1 starts as 0.10000000149
+  even in float64. Keras' Python arithmetic on the same attribute does not cast
+  (`1 - self.beta_1`, `+ self.epsilon`: exact in float64), so each use follows the Keras
+  line it reproduces: momentum, weight decay, the L2 coefficient and the betas of Adam's
+  bias-correction powers are cast; a slot's or run scalar's initial value always is
+  (`_add_slot`, `_add_run_scalar`). In float32 that is what happens anyway; in float64
+  it keeps us equal to Keras-float64 (tests/test_optimizer_registry.py,
+  tests/test_keras_networks.py).
+- State is of two kinds, both with the leading run dimension, so packing, compaction
+  (`run_rows`), checkpoints and the CUDA-graph check (`state_tensors`) handle every
+  optimizer alike: per-parameter slots (Adam's m and v) and per-run scalars, one value per
+  run (Nadam's running product of momentum-decay factors). An optimizer keeps no other
+  state between steps: a plain attribute would not follow a compaction, a resume or a
+  graph's capture check (tests/test_optimizer_registry.py checks all three).
 - The kernel L2 penalty is the training loop's job (added to the loss, so its gradient is
   coupled through momentum and Adam), not the optimizer's.
 
@@ -63,7 +75,8 @@ class AdamMath:
 
 
 class Optimizer(ABC):
-    """Named parameters, per-parameter state slots and an update counter on the device."""
+    """Named parameters, per-parameter slots, per-run scalars and an update counter, all on
+    the parameters' device."""
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float):
         self.params = {name: p for name, p in named_params if p.requires_grad}
@@ -73,10 +86,20 @@ class Optimizer(ABC):
         device = next(iter(self.params.values())).device
         self.iterations = torch.zeros((), dtype=torch.int64, device=device)
         self.slots: dict[str, Tensor] = {}  # "<param name>:<slot>" -> state tensor
+        self.run_scalars: dict[str, Tensor] = {}  # name -> (N,) tensor, one value per run
 
-    def _add_slot(self, slot: str, names: Iterable[str]) -> None:
+    def _add_slot(self, slot: str, names: Iterable[str], initial: float = 0.0) -> None:
+        """A state tensor per named parameter, filled as Keras' Constant(initial) fills it."""
         for name in names:
-            self.slots[f"{name}:{slot}"] = torch.zeros_like(self.params[name])
+            self.slots[f"{name}:{slot}"] = torch.full_like(self.params[name],
+                                                           keras_float(initial))
+
+    def _add_run_scalar(self, name: str, initial: float) -> None:
+        """One value per run, in the parameters' dtype (as Keras' optimizer variable of the
+        first variable's dtype), starting at keras_float(initial)."""
+        first = next(iter(self.params.values()))
+        self.run_scalars[name] = torch.full(first.shape[:1], keras_float(initial),
+                                            dtype=first.dtype, device=first.device)
 
     def _live(self, names: Iterable[str]) -> list[str]:
         """The names whose parameter has a gradient this step (Keras skips the others)."""
@@ -122,20 +145,40 @@ class Optimizer(ABC):
         torch._foreach_div_(step, denom)
         torch._foreach_sub_(w, step)
 
+    def _per_run(self) -> dict[str, dict[str, Tensor]]:
+        """The state with a leading run dimension, by kind (as state_dict names them)."""
+        return {"slots": self.slots, "run_scalars": self.run_scalars}
+
+    def state_tensors(self) -> list[Tensor]:
+        """Every tensor a step changes besides the parameters (the CUDA-graph check saves
+        and restores them)."""
+        return [*(t for kind in self._per_run().values() for t in kind.values()),
+                self.iterations]
+
     def state_dict(self) -> dict[str, object]:
-        """Everything a bitwise resume needs: the counter and every slot (copies)."""
+        """Everything a bitwise resume needs: the counter, every slot and run scalar (copies)."""
         return {"iterations": self.iterations.clone(),
-                "slots": {key: t.clone() for key, t in self.slots.items()}}
+                **{kind: {key: t.clone() for key, t in tensors.items()}
+                   for kind, tensors in self._per_run().items()}}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        """Copy a state_dict in place (tensors keep their storage, e.g. for CUDA graphs)."""
-        slots = state["slots"]
-        if set(slots) != set(self.slots):
-            raise InputError(f"optimizer state has slots {sorted(slots)}; this optimizer "
-                             f"needs exactly {sorted(self.slots)}")
-        for key, t in slots.items():
-            if t.shape != self.slots[key].shape:
-                raise InputError(f"optimizer slot {key} has shape {tuple(t.shape)}; "
-                                 f"expected {tuple(self.slots[key].shape)}")
-            self.slots[key].copy_(t)
+        """Copy a state_dict in place (tensors keep their storage, e.g. for CUDA graphs).
+        A state saved before run scalars existed has none, which fits an optimizer without."""
+        for kind, own in self._per_run().items():
+            saved = state.get(kind, {})
+            if set(saved) != set(own):
+                raise InputError(f"optimizer state has {kind} {sorted(saved)}; this "
+                                 f"optimizer needs exactly {sorted(own)}")
+            for key, t in saved.items():
+                if t.shape != own[key].shape:
+                    raise InputError(f"optimizer {kind} {key} has shape {tuple(t.shape)}; "
+                                     f"expected {tuple(own[key].shape)}")
+                own[key].copy_(t)
         self.iterations.copy_(state["iterations"])
+
+
+def run_rows(state: dict[str, object], rows: list[int]) -> dict[str, object]:
+    """A state_dict cut to the pack's `rows` (a compaction): every slot and run scalar
+    sliced along its run dimension; the counter, shared by the pack, as it is."""
+    return {key: ({name: t[rows] for name, t in value.items()}
+                  if isinstance(value, dict) else value) for key, value in state.items()}

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from initmem.plan.spec import Recipe
-from initmem.training.optimizers._base import LR, Optimizer
+from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
 DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True, "takes": ["weight_decay"],
                "hyperparameters": {"beta_1": 0.9, "beta_2": 0.99}}
@@ -26,7 +26,8 @@ class Lion(Optimizer):
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
                  weight_decay: float, *, beta_1: float, beta_2: float):
         super().__init__(named_params, weight_decay)
-        self.beta_1, self.beta_2 = beta_1, beta_2
+        # Keras casts both (ops.cast(self.beta_1, dtype)): through float32, even in float64
+        self.beta_1, self.beta_2 = keras_float(beta_1), keras_float(beta_2)
         self._add_slot("m", self.params)
 
     def _update(self, lr: LR) -> None:
