@@ -92,9 +92,11 @@ def fake_history(run: Run, epochs: int, offset: float = 0.0) -> pd.DataFrame:
     return history_frame(rows)
 
 
-def write_fake_run(root: str | Path, run: Run, offset: float = 0.0) -> None:
-    """Records of one run under root/<run_dir>/, record_source "generated"."""
-    history = fake_history(run, run.recipe.epochs, offset)
+def write_fake_run(root: str | Path, run: Run, epochs: int | None = None,
+                   offset: float = 0.0) -> None:
+    """Records of one run under root/<run_dir>/, record_source "generated": `epochs` of
+    history (at most the recipe's; all of them by default)."""
+    history = fake_history(run, epochs or run.recipe.epochs, offset)
     summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
                              diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
                              device="cpu", record_source="generated")
