@@ -151,7 +151,8 @@ def test_a_records_source_is_text_in_the_macros():
 def test_the_claims_markdown_shows_an_archives_label_as_text():
     table = pd.DataFrame([{"id": "c", "section": "§1", "paper": "1", "ours": "2 [1, 3]",
                            "gates_in_short": "trained: pass", "verdict": "holds",
-                           "reason": "Holds.",
+                           "reason": "Holds.", "magnitude": "smaller",
+                           "magnitude_why": f"the paper's {SCRIPT} is outside",
                            "robustness": f"not robust: holds in {SCRIPT}, fails in "
                                          "[x](javascript:alert(1))"}])
     text = claims.render_markdown(table)

@@ -18,7 +18,7 @@ from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
 from initmem.plan.grid import ConfigError, load_config, validate_config
-from initmem.records import status
+from initmem.analysis import status
 
 ROOT = Path(__file__).parents[1]
 

@@ -23,7 +23,8 @@ from workflow_helpers import (
 )
 
 from initmem.plan import cost, grid
-from initmem.records import heartbeat, status
+from initmem.analysis import status
+from initmem.records import heartbeat
 
 
 def cluster_answers() -> bool:

@@ -16,7 +16,8 @@ from workflow_helpers import TEST_CONFIG, snakemake_background
 
 from initmem import cli
 from initmem.plan import grid
-from initmem.records import heartbeat, status
+from initmem.analysis import status
+from initmem.records import heartbeat
 from initmem.records.files import read_records
 
 

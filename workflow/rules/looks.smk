@@ -52,8 +52,8 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
         params:
             initmem=INITMEM,
             look=j,
-            previous=f"--previous {look_file(j - 1)}" if j > 1 else "",
+            previous=["--previous", look_file(j - 1)] if j > 1 else [],
         shell:
-            "{params.initmem} claims --look {params.look} --config {input.config} "
-            "--records results/runs {params.previous} --claims {input.claims} "
-            "--out-csv {output} > {log} 2>&1"
+            "{params.initmem} claims --look {params.look:q} --config {input.config:q} "
+            "--records results/runs {params.previous:q} --claims {input.claims:q} "
+            "--out-csv {output:q} > {log:q} 2>&1"

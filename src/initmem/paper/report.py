@@ -36,7 +36,7 @@ from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
-from initmem.records import status as sweep
+from initmem.analysis import status as sweep
 from initmem.vocabulary import (
     COMPLETED,
     CONFIG_LABELS,
