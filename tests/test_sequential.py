@@ -14,11 +14,10 @@ from analysis_frames import runs_table
 from fakes import write_fake_run
 from workflow_helpers import job_counts, snakemake
 
-from initmem.analysis import gates, inference, sequential, staged
+from initmem.analysis import gates, inference, sequential, staged, status
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
 from initmem.plan.grid import ConfigError, load_config, validate_config
-from initmem.analysis import status
 
 ROOT = Path(__file__).parents[1]
 

@@ -22,8 +22,8 @@ from workflow_helpers import (
     typed,
 )
 
-from initmem.plan import cost, grid
 from initmem.analysis import status
+from initmem.plan import cost, grid
 from initmem.records import heartbeat
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem.analysis import status as sweep
 from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.markup import TEX_SPECIALS
@@ -36,7 +37,6 @@ from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
-from initmem.analysis import status as sweep
 from initmem.vocabulary import (
     COMPLETED,
     CONFIG_LABELS,
