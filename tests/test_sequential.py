@@ -14,11 +14,10 @@ from analysis_frames import runs_table
 from fakes import write_fake_run
 from workflow_helpers import job_counts, snakemake
 
-from initmem.analysis import gates, inference, sequential, staged
+from initmem.analysis import gates, inference, sequential, staged, status
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
 from initmem.plan.grid import ConfigError, load_config, validate_config
-from initmem.analysis import status
 
 ROOT = Path(__file__).parents[1]
 
@@ -93,8 +92,10 @@ def test_a_value_not_run_says_so():
 
 
 def cells(seeds: int) -> staged.ClaimCells:
-    return staged.ClaimCells(delta_claim(), {"sgd": list(range(seeds))},
-                             {"sgd": pd.DataFrame({"seed": [], "run_id": []})}, ["sgd"])
+    """The delta claim on one configuration of `seeds` seeds at sigma_w 0.1 and 2.5."""
+    runs = pd.DataFrame([{"run_id": f"s{seed}-{sigma}", "seed": seed, "order": seed,
+                          "of": seeds} for seed in range(seeds) for sigma in (0.1, 2.5)])
+    return staged.ClaimCells(delta_claim(), {"sgd": runs}, ["sgd"])
 
 
 def rates(truth: float, draws: int, seed: int) -> pd.Series:
@@ -136,7 +137,7 @@ def sgd_delta_claim() -> dict:
 
 def test_a_look_trains_only_the_seeds_its_open_claims_add():
     staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
-    assert [len(staging.claims[0].seeds_at("sgd", j)) for j in range(5)] == [3, 6, 9, 12, 15]
+    assert [staging.claims[0].seeds_at("sgd", j) for j in range(5)] == [3, 6, 9, 12, 15]
     stopped = staging.look_hours([{"remembers"}, set(), set(), set(), set()])
     assert stopped[0] > 0 and stopped[1:] == [0.0] * 4
     most = staging.max_hours()
@@ -144,6 +145,22 @@ def test_a_look_trains_only_the_seeds_its_open_claims_add():
     assert stopped[0] == most[0]
     # staged packs of a look are smaller than the fixed study's: at most a few % dearer
     assert staging.fixed_hours() <= sum(most) <= 1.1 * staging.fixed_hours()
+
+
+def test_a_cell_of_several_configurations_runs_each_ones_seeds_in_looks():
+    """sgd_clock_threshold's cells read the 5,000-epoch runs (3 seeds) and the main grid's
+    (15): look 1 trains 2 of the first's seeds, not the 3 a fifth of 15 would take."""
+    claim = next(c for c in read_claims(CLAIMS) if c["id"] == "sgd_clock_threshold")
+    staging = staged.Staging.of(load_config(GPU_FIRST), [claim])
+    cells = staging.claims[0]
+
+    def seeds(family: str, look: int) -> set[int]:
+        return {staging.runs[r].seed for r in cells.run_ids(look)
+                if staging.runs[r].recipe.family == family}
+
+    assert seeds("long_sgd", 0) == {0, 1} and seeds("long_sgd", 3) == {0, 1, 42}
+    assert len(seeds("main", 0)) == 3 and cells.seeds_at("sgd", 0) == 3
+    assert cells.seeds_max()["spread_low"] == 15
 
 
 def test_the_summary_table_gives_rates_with_intervals_and_hours_beside_the_fixed():
@@ -206,10 +223,11 @@ def test_the_laptop_archives_replayed_look_by_look_reach_the_same_verdicts(tmp_p
     assert "would have trained 40 of the 55 recorded runs" in out
 
 
+@pytest.mark.slow
 def test_the_staged_gpu_study_dry_runs_its_first_look_through_the_slurm_profile(tmp_path):
     """`snakemake --profile slurm all --configfile config/gpu_first.yaml`, dry: the first
     look's packs train (fifths of the seeds, apart from later looks'), then its checkpoint
-    judges; later looks wait for its decisions."""
+    judges; later looks wait for its decisions (slow: 13-16 s)."""
     done = snakemake(tmp_path, GPU_FIRST, "-n", "all", profile="slurm")
     assert done.returncode == 0, done.stdout + done.stderr
     counts = job_counts(done.stdout)
@@ -284,3 +302,60 @@ def test_a_staged_study_trains_one_pack_per_job():
     config["execution"]["packs_per_job"] = 2
     with pytest.raises(ConfigError, match=r"packs_per_job=2 with staged: true is not allowed"):
         validate_config(config)
+
+
+def six_seed_study(tmp_path: Path) -> Path:
+    """A staged study of one cell, config/test.yaml's synthetic scale: SGD at b = 16 over
+    the five sigma_w, six seeds (two at look 1, three at look 2), 20 epochs; every claim
+    but sgd_interpolates_yet_remembers_b16 reads a cell it lacks (not run)."""
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["staged"] = True
+    config["execution"]["pack_size"] = 5
+    config["seed_sets"] = {"six": [0, 1, 2, 3, 4, 5]}
+    config["sigma_sets"] = {"five": [0.1, 0.5, 1.0, 1.8, 2.5]}
+    config["families"] = {"main": {
+        "recipe": {"arch": "resnet9", "optimizer": "sgd", "b": 16, "epochs": 20},
+        "sigma_w": "five", "seeds": "six"}}
+    path = tmp_path / "six_seeds.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_a_look_that_leaves_a_claim_open_schedules_exactly_its_next_seeds(tmp_path):
+    """Look 1's runs recorded (fake: accuracy 10 pp lower per unit of sigma_w, seed noise
+    2 pp, clocks a thousandth of the fakes' so that the memory claim's clock gate passes),
+    its checkpoint judges for real and leaves the claim open (2 seeds: too few at look 1's
+    level); Snakemake re-evaluates the checkpoint and schedules look 2: exactly the third
+    seed's 5 runs, then look 2's checkpoint; `initmem status` says look 1 decided and what
+    the claim waits for."""
+    config = six_seed_study(tmp_path)
+    staging = staged.Staging.of(load_config(config), read_claims(CLAIMS))
+    every = {c.claim["id"] for c in staging.claims}
+    runs_root = tmp_path / "results" / "runs"
+    rng = np.random.default_rng(0)
+    for run_id in sorted(staging.wanted(0, every)):
+        run = staging.runs[run_id]
+        write_fake_run(runs_root, run, offset=-0.1 * run.sigma_w + 0.02 * rng.standard_normal(),
+                       clocks=1e-3)
+    done = snakemake(tmp_path, config, "results/looks/look1.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    look1 = pd.read_csv(tmp_path / "results" / "looks" / "look1.csv").set_index("id")
+    assert look1.loc["sgd_interpolates_yet_remembers_b16", "decision"] == "continue"
+    assert set(look1["decision"]) == {"continue", "not run"}
+
+    done = snakemake(tmp_path, config, "-n", "all", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = job_counts(done.stdout)
+    look2 = {pack_id: pack for pack_id, pack in staging.packs().items()
+             if pack_id.startswith("look2-")}
+    assert {rule for rule in counts if rule.startswith("train_")} == {
+        f"train_{pack_id}" for pack_id in look2}
+    assert sorted((r.seed, r.sigma_w) for p in look2.values() for r in p.runs) == [
+        (2, s) for s in (0.1, 0.5, 1.0, 1.8, 2.5)]
+    assert counts["look_2"] == 1 and "look_1" not in counts
+
+    text = status.render(status.sweep_status(config, runs_root, None,
+                                             ROOT / "paper" / "published", CLAIMS))
+    assert "staged: look 1 of 5 decided: 1 continue, 15 not run" in text
+    assert "sgd_interpolates_yet_remembers_b16 waits for look 2: sgd 3 seeds" in text

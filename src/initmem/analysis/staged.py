@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from initmem.analysis import claims as judge
-from initmem.analysis import design, inference, sequential
+from initmem.analysis import design, inference, metrics, sequential
 from initmem.analysis.inference import Estimate
 from initmem.plan import cost
 from initmem.plan.grid import expand_runs, make_packs, pack_runs
@@ -48,40 +48,65 @@ def seeds_at(n: int, look: int) -> int:
 
 @dataclass
 class ClaimCells:
-    """One claim's cells in the staged study: each cell's seeds in run order, and the
-    cells its values compare."""
+    """One claim's cells in the staged study: each cell's planned runs, each with its
+    seed's place among its configuration's seeds (`order`) and that configuration's number
+    of seeds (`of`), and the cells its values compare. A cell may span configurations of
+    different seed counts (a clock's cell reads the 5,000-epoch runs' 3 seeds and the main
+    grid's 15): each configuration runs its own seeds in looks."""
 
     claim: dict[str, Any]
-    seeds: dict[str, list[int]]
     runs: dict[str, pd.DataFrame]
     compared: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, claim: dict[str, Any], runs: dict[str, pd.DataFrame]) -> ClaimCells:
+        """The claim's cells from their planned runs (in the config's seed order)."""
+        return cls(claim, {name: _ordered(frame) for name, frame in runs.items()},
+                   list(dict.fromkeys(v["cell"] for v in claim["values"].values())))
+
     @property
     def complete(self) -> bool:
-        return all(self.seeds[c] for c in self.compared)
+        return all(not self.runs[c].empty for c in self.compared)
 
-    def seeds_at(self, cell: str, look: int) -> list[int]:
-        return self.seeds[cell][:seeds_at(len(self.seeds[cell]), look)]
+    def _by(self, cell: str, look: int) -> pd.DataFrame:
+        frame = self.runs[cell]
+        return frame[frame["order"] < [seeds_at(n, look) for n in frame["of"]]]
+
+    def seeds_at(self, cell: str, look: int) -> int:
+        """The most seeds any configuration of the cell has run by this look."""
+        return int(self._by(cell, look)["order"].max() + 1) if not self.runs[cell].empty else 0
 
     def run_ids(self, look: int) -> set[str]:
         """Every run of the claim's cells by this look."""
-        return {r for c, frame in self.runs.items()
-                for r in frame.loc[frame["seed"].isin(self.seeds_at(c, look)), "run_id"]}
+        return set().union(*(self._by(c, look)["run_id"] for c in self.runs))
 
     def fractions(self, look: int) -> tuple[float, ...]:
-        """Its information fractions at its distinct looks up to this one (a claim whose
-        cells the config does not run has one look, where it is not run)."""
-        total = sum(len(self.seeds[c]) for c in self.compared)
+        """Its information fractions at its distinct looks up to this one: its compared
+        cells' runs then over their runs at the last look (a claim whose cells the config
+        does not run has one look, where it is not run)."""
+        total = sum(len(self.runs[c]) for c in self.compared)
         if total == 0:
             return (1.0,)
-        seen = [sum(len(self.seeds_at(c, j)) for c in self.compared) / total
+        seen = [sum(len(self._by(c, j)) for c in self.compared) / total
                 for j in range(look + 1)]
         return tuple(sorted(set(seen)))
 
     def seeds_max(self) -> dict[str, int]:
         """Each value's seeds at the last look."""
-        return {name: len(self.seeds[spec["cell"]])
+        return {name: self.seeds_at(spec["cell"], len(LOOKS) - 1)
                 for name, spec in self.claim["values"].items()}
+
+
+def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cell's run ids and seeds, each with its seed's place among its configuration's
+    seeds and their number."""
+    parts = []
+    for _, group in frame.groupby(metrics.recipe_keys(), dropna=False, sort=False):
+        place = {seed: i for i, seed in enumerate(dict.fromkeys(group["seed"]))}
+        parts.append(pd.DataFrame({"run_id": group["run_id"], "seed": group["seed"],
+                                   "order": group["seed"].map(place), "of": len(place)}))
+    columns = ["run_id", "seed", "order", "of"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 @dataclass
@@ -98,12 +123,9 @@ class Staging:
     def of(cls, config: dict[str, Any], claims: list[dict[str, Any]]) -> Staging:
         runs = expand_runs(config)
         table = design.planned_runs(config)
-        staged = []
-        for claim in claims:
-            cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
-            staged.append(ClaimCells(
-                claim, {name: list(dict.fromkeys(cell["seed"])) for name, cell in cells.items()},
-                cells, list(dict.fromkeys(v["cell"] for v in claim["values"].values()))))
+        staged = [ClaimCells.of(claim, {name: judge.select_cell(table, spec)
+                                        for name, spec in claim["cells"].items()})
+                  for claim in claims]
         return cls(staged, {r.run_id: r for r in runs}, config["execution"]["pack_size"],
                    cost.throughput(config["execution"]))
 
@@ -204,7 +226,7 @@ def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int
     """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
     claim, seeds_max = cells.claim, cells.seeds_max()
     for look in range(len(LOOKS)):
-        n = {name: len(cells.seeds_at(spec["cell"], look))
+        n = {name: cells.seeds_at(spec["cell"], look)
              for name, spec in claim["values"].items()}
         values = {name: estimate(spec["stat"], drawn[name], n[name])
                   for name, spec in claim["values"].items()}
@@ -408,7 +430,7 @@ def judge_look(staging: Staging, look: int, runs: pd.DataFrame, epochs: pd.DataF
             continue
         decision, seen = decide_at(cells, look, recorded, epochs)
         waits = ("" if decision.kind != "continue" else "look " + str(look + 2) + ": " + ", ".join(
-            f"{c} {len(cells.seeds_at(c, look + 1))} seeds" for c in cells.compared))
+            f"{c} {cells.seeds_at(c, look + 1)} seeds" for c in cells.compared))
         rows.append({"id": cells.claim["id"], "decision": decision.kind, "look": look + 1,
                      "runs": len(seen), "waits": waits, "reason": decision.reason})
     return pd.DataFrame(rows)
