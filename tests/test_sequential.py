@@ -24,17 +24,36 @@ ROOT = Path(__file__).parents[1]
 NOMINAL = 0.05
 
 
-def test_obrien_fleming_spending_reaches_alpha_only_at_the_end():
+def test_the_power_spending_reaches_alpha_only_at_the_end():
     assert sequential.spent(1.0) == pytest.approx(NOMINAL)
-    assert sequential.spent(1 / 3) < 1e-3 < sequential.spent(2 / 3) < NOMINAL
+    assert sequential.spent(0.5) == pytest.approx(NOMINAL / 4)  # RHO 2
+
+
+def obrien_fleming(t: float, alpha: float) -> float:
+    """Lan-DeMets' O'Brien-Fleming-type spending function."""
+    z = inference.stats.norm.ppf(1 - alpha / 2)
+    return float(2 - 2 * inference.stats.norm.cdf(z / math.sqrt(t)))
 
 
 def test_boundaries_are_the_published_group_sequential_ones():
-    """Three equal looks, one-sided 2.5%: z = 3.71, 2.51, 1.99 (Jennison & Turnbull,
-    Lan-DeMets O'Brien-Fleming); a single look is the fixed design's level."""
-    z = [float(-inference.stats.norm.ppf(a / 2)) for a in sequential.boundaries((1 / 3, 2 / 3, 1))]
+    """Three equal looks, one-sided 2.5%, O'Brien-Fleming spending: z = 3.71, 2.51, 1.99
+    (Jennison & Turnbull); a single look is the fixed design's level."""
+    levels = sequential.boundaries((1 / 3, 2 / 3, 1), spending=obrien_fleming)
+    z = [float(-inference.stats.norm.ppf(a / 2)) for a in levels]
     assert z == pytest.approx([3.71, 2.51, 1.99], abs=0.01)
     assert sequential.boundaries((1.0,)) == pytest.approx((NOMINAL,))
+
+
+def test_the_boundaries_spend_alpha_as_the_spending_function_says():
+    """200,000 Brownian paths under no effect cross the five looks' boundaries by look j
+    as often as spent(t_j) says (one-sided: half the two-sided level)."""
+    looks = np.array(staged.LOOKS)
+    z = -inference.stats.norm.ppf(np.array(sequential.boundaries(staged.LOOKS)) / 2)
+    rng = np.random.default_rng(0)
+    steps = rng.standard_normal((200_000, len(looks))) * np.sqrt(np.diff(looks, prepend=0))
+    crossed = np.maximum.accumulate(np.cumsum(steps, 1) / np.sqrt(looks) >= z, axis=1)
+    expected = [sequential.spent(t) / 2 for t in looks]
+    assert crossed.mean(0) == pytest.approx(expected, abs=0.0012)
 
 
 @pytest.mark.parametrize("fractions", [(0.5, 0.5), (0.7, 0.4), (0.0, 1.0)])
@@ -63,9 +82,9 @@ def test_a_large_effect_holds_at_the_first_look():
 
 
 def test_an_effect_far_below_the_papers_fails_only_when_overwhelming():
-    # the first look's level is 0.0002: its one-sided bound 0 + t(0.9998; 4) 1.5 / sqrt(5)
+    # the first look's level is 0.0056: its one-sided bound 0 + t(0.9972; 4) 3 / sqrt(5)
     # still reaches half the paper's 10 pp
-    assert decide(0.0, 1.5, 5).kind == "continue"
+    assert decide(0.0, 3.0, 5).kind == "continue"
     assert decide(0.0, 0.3, 5).kind == "fails"
 
 
@@ -170,6 +189,11 @@ def test_the_summary_table_gives_rates_with_intervals_and_hours_beside_the_fixed
     assert "| 1 x paper | none false | 0.0 [0.0, 45.9] of 6 |" in text
     assert "| 0 x paper |" in text and "none true" in text
     assert (table["expected_h"] <= table["max_h"] + 1e-9).all()
+    claims = staged.per_claim(staging, staged.simulate(staging, 1.0, 6, seed=3))
+    row = claims.iloc[0]
+    assert row["holds"] + row["fails"] + row["futile"] == pytest.approx(1.0)
+    assert 3 <= row["seeds"] <= row["seeds_max"] == 15 and 1 <= row["look"] <= 5
+    assert "| `remembers` |" in staged.render_per_claim(claims, 1.0)
 
 
 def test_the_clopper_pearson_interval_covers_the_rate():
@@ -203,11 +227,14 @@ def sgd_runs(staging: staged.Staging, delta: float, rng: np.random.Generator) ->
 
 def test_a_replayed_study_stops_each_claim_at_its_look_with_the_runs_it_used():
     staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
-    table, used = staged.replay(staging, sgd_runs(staging, 10.0, np.random.default_rng(0)), None)
+    table, used = staged.replay(staging, sgd_runs(staging, 4.0, np.random.default_rng(0)), None)
     row = table.iloc[0]
     assert (row["fixed"], row["staged"], bool(row["agree"])) == ("holds", "holds", True)
-    # 3 seeds (look 1) have 2 degrees of freedom at level 1e-5; 6 seeds suffice
+    # 3 seeds (look 1) have 2 degrees of freedom at level 0.002: 4 pp is too little there,
+    # 6 seeds (look 2) suffice; 10 pp holds at look 1
     assert row["look"] == 2 and row["runs"] == 30 == used and row["runs_fixed"] == 75
+    table, used = staged.replay(staging, sgd_runs(staging, 10.0, np.random.default_rng(0)), None)
+    assert table.iloc[0][["staged", "look", "runs"]].tolist() == ["holds", 1, 15] and used == 15
     table, _ = staged.replay(staging, sgd_runs(staging, 0.5, np.random.default_rng(0)), None)
     assert table.iloc[0][["fixed", "staged", "look"]].tolist() == ["fails", "fails", 2]
 
@@ -256,7 +283,7 @@ def test_status_shows_the_look_and_what_each_open_claim_waits_for(tmp_path):
 
 def test_a_look_keeps_earlier_decisions_and_says_what_an_open_claim_waits_for(tmp_path):
     staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
-    runs = sgd_runs(staging, 10.0, np.random.default_rng(0))
+    runs = sgd_runs(staging, 4.0, np.random.default_rng(0))
     first = staged.judge_look(staging, 0, runs, None, None)
     assert first[["decision", "look", "runs", "waits"]].values.tolist() == [
         ["continue", 1, 15, "look 2: sgd 6 seeds"]]

@@ -91,6 +91,10 @@ class ClaimCells:
                 for j in range(look + 1)]
         return tuple(sorted(set(seen)))
 
+    def compared_seeds(self, look: int) -> int:
+        """The seeds of its compared cells by this look, summed."""
+        return sum(self.seeds_at(c, look) for c in self.compared)
+
     def seeds_max(self) -> dict[str, int]:
         """Each value's seeds at the last look."""
         return {name: self.seeds_at(spec["cell"], len(LOOKS) - 1)
@@ -334,6 +338,37 @@ def render_summary(table: pd.DataFrame) -> str:
             f"{r['expected_h']:.0f} +- {1.96 * r['expected_h_se']:.0f} "
             f"({100 * r['expected_h'] / r['fixed_h']:.0f}%) | {r['max_h']:.0f} "
             f"({100 * r['max_h'] / r['fixed_h']:.0f}%) | {r['fixed_h']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def per_claim(staging: Staging, simulated: Simulated) -> pd.DataFrame:
+    """Per claim at one effect scale: how often it held, failed or was futile, its mean
+    decision look (1-based), and the seeds of its compared cells (summed) it had then on
+    average, against their seeds at the last look; a claim not simulated is open to the
+    end (its decisions NaN)."""
+    rows = []
+    for cells in staging.claims:
+        mine = simulated.outcomes[simulated.outcomes["id"] == cells.claim["id"]]
+        looks = mine["look"] if not mine.empty else pd.Series([len(LOOKS) - 1])
+        counts = mine["decision"].value_counts(normalize=True) if not mine.empty else {}
+        rows.append({"id": cells.claim["id"], "simulated": not mine.empty,
+                     **{kind: float(counts.get(kind, math.nan if mine.empty else 0.0))
+                        for kind in ("holds", "fails", "futile")},
+                     "look": float(looks.mean() + 1),
+                     "seeds": float(looks.map(cells.compared_seeds).mean()),
+                     "seeds_max": cells.compared_seeds(len(LOOKS) - 1)})
+    return pd.DataFrame(rows)
+
+
+def render_per_claim(table: pd.DataFrame, scale: float) -> str:
+    """per_claim's table in Markdown."""
+    lines = [f"| claim (at {scale:g} x paper) | holds / fails / futile % | mean look | "
+             "expected seeds of its cells (of max) |", "| --- | --- | --- | --- |"]
+    for r in table.to_dict("records"):
+        kinds = (" / ".join(f"{100 * r[k]:.0f}" for k in ("holds", "fails", "futile"))
+                 if r["simulated"] else "not simulated: open to the end")
+        lines.append(f"| `{r['id']}` | {kinds} | {r['look']:.1f} | {r['seeds']:.1f} "
+                     f"({r['seeds_max']}) |")
     return "\n".join(lines) + "\n"
 
 
