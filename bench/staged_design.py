@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                  for i, s in enumerate(args.scales)]
     table = staged.summary(staging, simulated)
     print(f"{args.config}: staged in looks at {', '.join(f'{f:.0%}' for f in staged.LOOKS)} "
-          f"of each cell's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated studies "
-          "per scale\n")
+          f"of each configuration's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated "
+          "studies per scale\n")
     print(staged.render_summary(table))
     print("\n".join(targets(table)))
     print()

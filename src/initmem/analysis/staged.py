@@ -1,10 +1,10 @@
 """A config's study in looks (initmem.analysis.sequential decides each claim at each look):
 which runs each look trains, what it costs, and how the design behaves in simulation.
 
-Each cell of a claim runs its seeds (in the config's order) in LOOKS: at look j the first
-max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so a cell of MIN_SEEDS seeds or fewer is whole
-at the first look. A claim's information fraction at a look is its compared cells' seeds
-then over their seeds at the last look. A look trains the runs of the claims still open
+Each configuration of a claim's cells runs its seeds (in the config's order) in LOOKS: at
+look j the first max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so one of MIN_SEEDS seeds or
+fewer is whole at the first look. A claim's information fraction at a look is its compared
+cells' runs then over their runs at the last look. A look trains the runs of the claims still open
 (every claim at the first look), packed and priced as the fixed study is
 (initmem.plan.cost on the config's execution); runs no claim reads go in the first look.
 
