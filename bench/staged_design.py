@@ -9,7 +9,8 @@ with the real rule (initmem.analysis.sequential), and prints a Markdown table: f
 with Clopper-Pearson 95% Monte Carlo intervals; what the claims decided; and the expected
 and maximum device-hours beside the fixed design's (initmem.plan.cost's model). Targets
 (issue 38): both error rates at most 5%, expected at most 60% and maximum at most 110% of
-the fixed design at the paper's effects; each line says met or not.
+the fixed design at the paper's effects; each line says met or not. Then, per claim at the
+first scale, what it decided, at which look and with how many seeds.
 
     python bench/staged_design.py                       # 25 draws: a few minutes, one core
     python bench/staged_design.py --draws 200           # tighter Monte Carlo intervals
@@ -57,10 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                  for i, s in enumerate(args.scales)]
     table = staged.summary(staging, simulated)
     print(f"{args.config}: staged in looks at {', '.join(f'{f:.0%}' for f in staged.LOOKS)} "
-          f"of each cell's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated studies "
-          "per scale\n")
+          f"of each configuration's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated "
+          "studies per scale\n")
     print(staged.render_summary(table))
     print("\n".join(targets(table)))
+    print()
+    print(staged.render_per_claim(staged.per_claim(staging, simulated[0]), simulated[0].scale))
     return 0
 
 

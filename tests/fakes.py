@@ -78,25 +78,27 @@ DAMAGED_COPIES = {
 }
 
 
-def fake_history(run: Run, epochs: int, offset: float = 0.0) -> pd.DataFrame:
+def fake_history(run: Run, epochs: int, offset: float = 0.0, clocks: float = 1.0
+                 ) -> pd.DataFrame:
     """Accuracy rising 0.5 + 0.1 * epoch (capped at 1; validation and test shifted by
-    `offset`), loss falling, clocks counting, BatchNorm's variance ratio falling to 1."""
+    `offset`), loss falling, clocks counting (times `clocks`), BatchNorm's variance ratio
+    falling to 1."""
     rows = [{"run_id": run.run_id, "epoch": e, "train_loss": 2.0 / e,
              "train_acc": min(1.0, 0.5 + 0.1 * e), "val_loss": 2.0 / e + 0.1,
              "val_acc": min(0.9, 0.4 + 0.1 * e) + offset, "test_loss": 2.0 / e + 0.2,
              "test_acc": min(0.9, 0.4 + 0.1 * e) - 0.01 + offset,
              "kernel_fro_norm": 10 * run.sigma_w,
-             "bn_var_ratio": 1 + 10 / e, "lr": run.recipe.lr0, "T_SGD": 0.1 * e,
-             "T_L2": 0.0, "T_adapt": 0.01 * e}
+             "bn_var_ratio": 1 + 10 / e, "lr": run.recipe.lr0, "T_SGD": 0.1 * e * clocks,
+             "T_L2": 0.0, "T_adapt": 0.01 * e * clocks}
             for e in range(1, epochs + 1)]
     return history_frame(rows)
 
 
 def write_fake_run(root: str | Path, run: Run, epochs: int | None = None,
-                   offset: float = 0.0) -> None:
+                   offset: float = 0.0, clocks: float = 1.0) -> None:
     """Records of one run under root/<run_dir>/, record_source "generated": `epochs` of
     history (at most the recipe's; all of them by default)."""
-    history = fake_history(run, epochs or run.recipe.epochs, offset)
+    history = fake_history(run, epochs or run.recipe.epochs, offset, clocks)
     summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
                              diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
                              device="cpu", record_source="generated")

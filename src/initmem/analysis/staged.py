@@ -1,10 +1,10 @@
 """A config's study in looks (initmem.analysis.sequential decides each claim at each look):
 which runs each look trains, what it costs, and how the design behaves in simulation.
 
-Each cell of a claim runs its seeds (in the config's order) in LOOKS: at look j the first
-max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so a cell of MIN_SEEDS seeds or fewer is whole
-at the first look. A claim's information fraction at a look is its compared cells' seeds
-then over their seeds at the last look. A look trains the runs of the claims still open
+Each configuration of a claim's cells runs its seeds (in the config's order) in LOOKS: at
+look j the first max(MIN_SEEDS, ceil(f_j n)) of its n seeds, so one of MIN_SEEDS seeds or
+fewer is whole at the first look. A claim's information fraction at a look is its compared
+cells' runs then over their runs at the last look. A look trains the runs of the claims still open
 (every claim at the first look), packed and priced as the fixed study is
 (initmem.plan.cost on the config's execution); runs no claim reads go in the first look.
 
@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from initmem.analysis import claims as judge
-from initmem.analysis import design, inference, sequential
+from initmem.analysis import design, inference, metrics, sequential
 from initmem.analysis.inference import Estimate
 from initmem.plan import cost
 from initmem.plan.grid import expand_runs, make_packs, pack_runs
@@ -48,40 +48,69 @@ def seeds_at(n: int, look: int) -> int:
 
 @dataclass
 class ClaimCells:
-    """One claim's cells in the staged study: each cell's seeds in run order, and the
-    cells its values compare."""
+    """One claim's cells in the staged study: each cell's planned runs, each with its
+    seed's place among its configuration's seeds (`order`) and that configuration's number
+    of seeds (`of`), and the cells its values compare. A cell may span configurations of
+    different seed counts (a clock's cell reads the 5,000-epoch runs' 3 seeds and the main
+    grid's 15): each configuration runs its own seeds in looks."""
 
     claim: dict[str, Any]
-    seeds: dict[str, list[int]]
     runs: dict[str, pd.DataFrame]
     compared: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, claim: dict[str, Any], runs: dict[str, pd.DataFrame]) -> ClaimCells:
+        """The claim's cells from their planned runs (in the config's seed order)."""
+        return cls(claim, {name: _ordered(frame) for name, frame in runs.items()},
+                   list(dict.fromkeys(v["cell"] for v in claim["values"].values())))
+
     @property
     def complete(self) -> bool:
-        return all(self.seeds[c] for c in self.compared)
+        return all(not self.runs[c].empty for c in self.compared)
 
-    def seeds_at(self, cell: str, look: int) -> list[int]:
-        return self.seeds[cell][:seeds_at(len(self.seeds[cell]), look)]
+    def _by(self, cell: str, look: int) -> pd.DataFrame:
+        frame = self.runs[cell]
+        return frame[frame["order"] < [seeds_at(n, look) for n in frame["of"]]]
+
+    def seeds_at(self, cell: str, look: int) -> int:
+        """The most seeds any configuration of the cell has run by this look."""
+        return int(self._by(cell, look)["order"].max() + 1) if not self.runs[cell].empty else 0
 
     def run_ids(self, look: int) -> set[str]:
         """Every run of the claim's cells by this look."""
-        return {r for c, frame in self.runs.items()
-                for r in frame.loc[frame["seed"].isin(self.seeds_at(c, look)), "run_id"]}
+        return set().union(*(self._by(c, look)["run_id"] for c in self.runs))
 
     def fractions(self, look: int) -> tuple[float, ...]:
-        """Its information fractions at its distinct looks up to this one (a claim whose
-        cells the config does not run has one look, where it is not run)."""
-        total = sum(len(self.seeds[c]) for c in self.compared)
+        """Its information fractions at its distinct looks up to this one: its compared
+        cells' runs then over their runs at the last look (a claim whose cells the config
+        does not run has one look, where it is not run)."""
+        total = sum(len(self.runs[c]) for c in self.compared)
         if total == 0:
             return (1.0,)
-        seen = [sum(len(self.seeds_at(c, j)) for c in self.compared) / total
+        seen = [sum(len(self._by(c, j)) for c in self.compared) / total
                 for j in range(look + 1)]
         return tuple(sorted(set(seen)))
 
+    def compared_seeds(self, look: int) -> int:
+        """The seeds of its compared cells by this look, summed."""
+        return sum(self.seeds_at(c, look) for c in self.compared)
+
     def seeds_max(self) -> dict[str, int]:
         """Each value's seeds at the last look."""
-        return {name: len(self.seeds[spec["cell"]])
+        return {name: self.seeds_at(spec["cell"], len(LOOKS) - 1)
                 for name, spec in self.claim["values"].items()}
+
+
+def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cell's run ids and seeds, each with its seed's place among its configuration's
+    seeds and their number."""
+    parts = []
+    for _, group in frame.groupby(metrics.recipe_keys(), dropna=False, sort=False):
+        place = {seed: i for i, seed in enumerate(dict.fromkeys(group["seed"]))}
+        parts.append(pd.DataFrame({"run_id": group["run_id"], "seed": group["seed"],
+                                   "order": group["seed"].map(place), "of": len(place)}))
+    columns = ["run_id", "seed", "order", "of"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 @dataclass
@@ -98,12 +127,9 @@ class Staging:
     def of(cls, config: dict[str, Any], claims: list[dict[str, Any]]) -> Staging:
         runs = expand_runs(config)
         table = design.planned_runs(config)
-        staged = []
-        for claim in claims:
-            cells = {name: judge.select_cell(table, spec) for name, spec in claim["cells"].items()}
-            staged.append(ClaimCells(
-                claim, {name: list(dict.fromkeys(cell["seed"])) for name, cell in cells.items()},
-                cells, list(dict.fromkeys(v["cell"] for v in claim["values"].values()))))
+        staged = [ClaimCells.of(claim, {name: judge.select_cell(table, spec)
+                                        for name, spec in claim["cells"].items()})
+                  for claim in claims]
         return cls(staged, {r.run_id: r for r in runs}, config["execution"]["pack_size"],
                    cost.throughput(config["execution"]))
 
@@ -204,7 +230,7 @@ def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int
     """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
     claim, seeds_max = cells.claim, cells.seeds_max()
     for look in range(len(LOOKS)):
-        n = {name: len(cells.seeds_at(spec["cell"], look))
+        n = {name: cells.seeds_at(spec["cell"], look)
              for name, spec in claim["values"].items()}
         values = {name: estimate(spec["stat"], drawn[name], n[name])
                   for name, spec in claim["values"].items()}
@@ -315,6 +341,37 @@ def render_summary(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def per_claim(staging: Staging, simulated: Simulated) -> pd.DataFrame:
+    """Per claim at one effect scale: how often it held, failed or was futile, its mean
+    decision look (1-based), and the seeds of its compared cells (summed) it had then on
+    average, against their seeds at the last look; a claim not simulated is open to the
+    end (its decisions NaN)."""
+    rows = []
+    for cells in staging.claims:
+        mine = simulated.outcomes[simulated.outcomes["id"] == cells.claim["id"]]
+        looks = mine["look"] if not mine.empty else pd.Series([len(LOOKS) - 1])
+        counts = mine["decision"].value_counts(normalize=True) if not mine.empty else {}
+        rows.append({"id": cells.claim["id"], "simulated": not mine.empty,
+                     **{kind: float(counts.get(kind, math.nan if mine.empty else 0.0))
+                        for kind in ("holds", "fails", "futile")},
+                     "look": float(looks.mean() + 1),
+                     "seeds": float(looks.map(cells.compared_seeds).mean()),
+                     "seeds_max": cells.compared_seeds(len(LOOKS) - 1)})
+    return pd.DataFrame(rows)
+
+
+def render_per_claim(table: pd.DataFrame, scale: float) -> str:
+    """per_claim's table in Markdown."""
+    lines = [f"| claim (at {scale:g} x paper) | holds / fails / futile % | mean look | "
+             "expected seeds of its cells (of max) |", "| --- | --- | --- | --- |"]
+    for r in table.to_dict("records"):
+        kinds = (" / ".join(f"{100 * r[k]:.0f}" for k in ("holds", "fails", "futile"))
+                 if r["simulated"] else "not simulated: open to the end")
+        lines.append(f"| `{r['id']}` | {kinds} | {r['look']:.1f} | {r['seeds']:.1f} "
+                     f"({r['seeds_max']}) |")
+    return "\n".join(lines) + "\n"
+
+
 def render_looks(staging: Staging, simulated: Simulated) -> str:
     """Per look, the expected device-hours (simulated at `simulated.scale` times the
     paper's effects) and the maximum (every claim open to the end), and the fixed
@@ -408,7 +465,7 @@ def judge_look(staging: Staging, look: int, runs: pd.DataFrame, epochs: pd.DataF
             continue
         decision, seen = decide_at(cells, look, recorded, epochs)
         waits = ("" if decision.kind != "continue" else "look " + str(look + 2) + ": " + ", ".join(
-            f"{c} {len(cells.seeds_at(c, look + 1))} seeds" for c in cells.compared))
+            f"{c} {cells.seeds_at(c, look + 1)} seeds" for c in cells.compared))
         rows.append({"id": cells.claim["id"], "decision": decision.kind, "look": look + 1,
                      "runs": len(seen), "waits": waits, "reason": decision.reason})
     return pd.DataFrame(rows)
