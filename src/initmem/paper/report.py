@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem import checkout
+from initmem.analysis import status as sweep
 from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.markup import TEX_SPECIALS
@@ -36,7 +38,6 @@ from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
-from initmem.analysis import status as sweep
 from initmem.vocabulary import (
     COMPLETED,
     CONFIG_LABELS,
@@ -237,7 +238,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="a live sweep's run records (not an archive): the page adds "
                              "`initmem status` of --sweep-config over them")
     status.add_argument("--sweep-config", type=Path, help="the config file the sweep trains")
-    status.add_argument("--published", type=Path, default=Path("paper/published"),
+    status.add_argument("--published", type=Path, default=checkout.PUBLISHED,
                         help="the paper's published tables (the sweep's projection)")
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
