@@ -38,6 +38,8 @@ from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
+from initmem.records import environment
+from initmem.records.archive import read_environment
 from initmem.vocabulary import (
     COMPLETED,
     CONFIG_LABELS,
@@ -85,8 +87,10 @@ def page(title: str, marks: list[str], body: str) -> str:
 
 
 def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
-                config_text: str = "", sweep_text: str = "") -> str:
-    """The run-status page; `sweep_text`: `initmem status` of a live sweep's records."""
+                config_text: str = "", sweep_text: str = "", environment_text: str = "") -> str:
+    """The run-status page; `sweep_text`: `initmem status` of a live sweep's records;
+    `environment_text`: how this environment compares with an archive's
+    (records.environment.describe), a warning box where they differ."""
     counts = status_counts(runs)
     rows = [("expected runs", counts["expected"]), ("completed", counts[COMPLETED]),
             ("early stopped", counts[EARLY_STOPPED]), ("diverged", counts[DIVERGED]),
@@ -100,7 +104,11 @@ def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
     more = f"<p>and {len(absent) - 50} more</p>" if len(absent) > 50 else ""
     config = (f"<details><summary>The experiment config (what decides the runs)</summary>"
               f"<pre>{html.escape(config_text)}</pre></details>" if config_text else "")
-    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{config}"
+    warned = ' class="mark"' if environment_text.startswith("warning") else ""
+    environment_line = (f"<p{warned}>{html.escape(environment_text)}</p>"
+                        if environment_text else "")
+    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{environment_line}"
+            f"{config}"
             f"<table>{summary}</table><h3>By family</h3>{by_family.to_html()}"
             + (f"<h3>Sweep status (<code>initmem status</code>: trainers, device-hours)</h3>"
                f"<pre>{html.escape(sweep_text)}</pre>" if sweep_text else "")
@@ -277,7 +285,10 @@ def main(args: argparse.Namespace) -> int:
         sweep_text = (sweep.render(sweep.sweep_status(args.sweep_config, args.records,
                                                       published=args.published))
                       if args.records else "")
-        write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text))
+        environment_text = (environment.describe(read_environment(args.archive))
+                            if args.archive else "")
+        write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text,
+                                    environment_text))
     elif args.action == "table":
         if args.number > 1 and args.cells is None:
             raise InputError(f"table {args.number} is drawn from its cells: pass --cells "
