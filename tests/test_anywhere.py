@@ -70,8 +70,9 @@ def test_subcommand_runs_from_another_folder(name, tmp_path, monkeypatch, capsys
 
 
 # The commands of README.md and docs/*.md: the lines of code blocks (indented or fenced)
-# that start with one of these, and inline code that does and names a file (prose also
-# names a command alone: `initmem cost`, a reference, not a line to type).
+# that start with one of these, and inline code that does and names a file or the config
+# (`--config CONFIG`); prose also names a command alone (`initmem cost`), a reference,
+# not a line to type.
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TYPED = re.compile(r"^(initmem|snakemake|make) ")
 NAMES_A_FILE = re.compile(r"\S/\S|\.(yaml|tar)\b")
@@ -113,7 +114,8 @@ def documented_commands() -> list[str]:
         code = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M)
         code += [m.group(0) for m in re.finditer(r"(?:^ {4}.*\n)+", text, re.M)]
         lines = re.sub(r"\\\n\s*", " ", "\n".join(code)).splitlines()
-        lines += [s for s in re.findall(r"`([^`\n]+)`", text) if NAMES_A_FILE.search(s)]
+        lines += [s for s in re.findall(r"`([^`\n]+)`", text)
+                  if NAMES_A_FILE.search(s) or set(s.split()) & set(PLACEHOLDERS)]
         for line in lines:
             command = COMMAND_END.split(line.strip())[0]
             if TYPED.match(command) and not re.match(r"^\S+ \S+:", command):  # not output
@@ -123,6 +125,9 @@ def documented_commands() -> list[str]:
 
 def test_the_docs_show_the_commands_the_issue_named():
     commands = documented_commands()
+    assert "initmem claims --plan --config CONFIG" in commands  # README, as typed
+    assert as_run("initmem claims --plan --config CONFIG") == \
+        "initmem claims --plan --config config/laptop_v2.yaml"
     assert "initmem claims --plan --config config/gpu_first.yaml --noise-sd 1.5" in commands
     assert "make laptop" in commands and "snakemake tables" in commands
     assert not any(c.startswith("initmem train:") for c in commands)  # error output
