@@ -4,6 +4,7 @@ not a refusal); the laptop study rebuilds byte for byte in two fresh clones."""
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -135,7 +136,8 @@ def rebuild(clone, cores: int = 2) -> dict[str, str]:
          str(cores), "--configfile", "config/laptop_v2.yaml", "--config",
          "archive=results/laptop/v2/runs.tar",  # and its rerun, as `make laptop`
          'compare_archives=["results/laptop/v2/rerun/runs.tar"]'],
-        cwd=clone, capture_output=True, text=True, timeout=1200)
+        cwd=clone, capture_output=True, text=True, timeout=1200,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # the clone's src
     assert done.returncode == 0, done.stderr[-4000:]
     sums = {}
     for name in REBUILT:
