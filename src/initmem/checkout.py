@@ -6,8 +6,8 @@ package owns (the transcribed tables paper/published, the claims file paper/clai
 the SLURM profile's template) is a file of this checkout: it resolves from the package's
 own location (src/initmem/ lies two folders below the checkout), never from the current
 folder, so `initmem status` works from a home folder or a job's folder. So do the
-defaults of the paths a user may type: the paper's config.yaml and the workflow's results/
-are this checkout's. A relative path
+defaults of the paths a user may type: the paper's config.yaml, the workflow's results/,
+data/cifar10 and ../shared are this checkout's. A relative path
 written inside a config file (execution.throughput_csv) is relative to the checkout the
 config lies in (the workflow runs there), or, for a config outside any checkout, to the
 current folder.
@@ -23,6 +23,8 @@ PUBLISHED = PAPER / "published"
 CLAIMS = PAPER / "claims.yaml"
 CONFIG = CHECKOUT / "config.yaml"  # the paper's config: the default of every --config
 RESULTS = CHECKOUT / "results"  # where the workflow writes (results/runs: the records)
+CIFAR10 = CHECKOUT / "data" / "cifar10"  # the demo's data set (make data)
+SHARED = CHECKOUT.parent / "shared"  # the team's offline copies, beside the checkout
 SLURM_TEMPLATE = CHECKOUT / "profiles" / "slurm" / "config.yaml"
 MARK = "Snakefile"  # a checkout's root holds the workflow
 
