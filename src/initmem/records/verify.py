@@ -113,6 +113,7 @@ def main(args: argparse.Namespace) -> int:
     findings = (verify_archive(args.archive, runs) if args.archive
                 else verify_folders(args.records, runs))
     print(report(findings))
-    if args.archive and not any(f.where == str(args.archive) for f in findings):
+    unread = any(f.where == str(args.archive) for f in findings)  # the whole archive's
+    if args.archive and not unread:
         print(environment.describe(read_environment(args.archive)))
     return 0 if all(f.state == GOOD for f in findings) else 1
