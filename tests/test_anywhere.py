@@ -43,7 +43,7 @@ ANYWHERE = {
     "grid": (["grid", "--config", GPU_FIRST], "total"),
     "cost gpu_first": (["cost", "--config", GPU_FIRST], "paper/published/table5.csv"),
     "cost laptop": (["cost", "--config", LAPTOP], "total"),  # its throughput_csv
-    "status": (["status", "--config", LAPTOP], "device-hours: 0 spent of 6.39 projected"),
+    "status": (["status", "--config", LAPTOP], "of 6.39 projected"),
     "claims --plan": (["claims", "--plan", "--config", LAPTOP, "--draws", "0"],
                       "| `sgd_clock_threshold` |"),
     "verify": (["verify", "--config", LAPTOP, "--archive", ARCHIVE], "55 good"),
@@ -169,6 +169,8 @@ def test_documented_commands_run_as_typed(tmp_path):
         line = None if command in SKIPPED else as_run(command)
         if line is None:
             skipped.append(command)
+            continue
+        if any(r.startswith(f"{line}  (") for r in ran):  # a template filled as typed
             continue
         start = time.monotonic()
         done = typed(line, where, timeout=600)
