@@ -27,7 +27,7 @@ CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(call quote,$(CONFIG)) \
 	$(if $(ARCHIVE),--config archive=$(call quote,$(ARCHIVE)))
 
-.PHONY: prerequisites venv data demo laptop report slurm-profile test test-slow lint clean
+.PHONY: prerequisites venv lock data demo laptop report slurm-profile test test-slow lint clean
 
 # Python 3.11 and TeX, checked in a second before anything is built or trained (installed
 # with apt-get where we are root; otherwise the message names the command to run).
@@ -36,21 +36,39 @@ prerequisites:
 
 venv: $(VENV)/.installed
 
-# uv installs the same pins about three times faster than pip (docs/setup.md); where it
-# cannot be had (no index reachable), pip does the install.
-EXTRAS := .[dev,keras,tensorboard]
-$(VENV)/.installed: pyproject.toml
+# requirements.lock: every package of the environment (145, the dependencies of the 14 pins
+# and of the dev, keras and tensorboard extras), each at one version with the SHA-256 of
+# every file the index has for it, for Linux, macOS and Windows alike (docs/setup.md, The
+# lock). `make lock` makes it again after a pin in pyproject.toml changes; `make venv`
+# installs exactly it, hashes checked, then initmem itself (editable, no dependencies).
+# uv installs about three times faster than pip (docs/setup.md); where it cannot be had
+# (no index reachable), pip does the install.
+LOCK := requirements.lock
+EXTRAS := dev keras tensorboard
+UV ?= $(if $(wildcard $(BIN)/uv),$(BIN)/uv,uv)
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	@echo "venv 1/3: creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "venv 2/3: installing uv, the faster installer, into it (pip does the rest if it cannot)"
 	-$(BIN)/pip install --progress-bar on --disable-pip-version-check uv
-	@echo "venv 3/3: installing the pinned dependencies (torch, snakemake, tensorboard, and tensorflow-cpu for the Keras reference tests; about 30 s from a local wheel cache with uv, 1.5 minutes with pip, longer downloading)"
+	@echo "venv 3/3: installing $(LOCK), every package at its locked version and hash (torch, snakemake, tensorboard, and tensorflow-cpu for the Keras reference tests; about 30 s from a local wheel cache with uv, 1.5 minutes with pip, longer downloading), then initmem"
 	if [ -x $(BIN)/uv ]; then \
-		VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv pip install $$($(BIN)/python workflow/uv_flags.py) -e '$(EXTRAS)'; \
+		export VIRTUAL_ENV=$(abspath $(VENV)) && flags="$$($(BIN)/python workflow/uv_flags.py)" && \
+		$(BIN)/uv pip install $$flags --verify-hashes -r $(LOCK) && \
+		$(BIN)/uv pip install $$flags --no-deps -e .; \
 	else \
-		$(BIN)/pip install --progress-bar on -e '$(EXTRAS)'; \
+		$(BIN)/pip install --progress-bar on -r $(LOCK) && \
+		$(BIN)/pip install --no-deps -e .; \
 	fi
 	touch $@
+
+# The whole environment resolved again from pyproject.toml's pins against the public index
+# (not this machine's mirrors: the hashes are the index's files'), for Python 3.11 on every
+# platform. Run it after changing a pin; tests/test_lock.py checks the two agree.
+lock:
+	$(UV) pip compile pyproject.toml $(foreach e,$(EXTRAS),--extra $(e)) \
+		--universal --python-version 3.11 --generate-hashes \
+		--custom-compile-command "make lock" -o $(LOCK)
 
 # CIFAR-10 for the demo (workflow/cifar10.sh): checked in seconds before anything is built
 # (there, the team's offline copy beside the checkout, or the official release reachable),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem import checkout
 from initmem.analysis import design, metrics, sequential, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
 from initmem.analysis.scorecard import tally
@@ -56,18 +57,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="the config the archives were made from")
     parser.add_argument("--label", action="append",
                         help="a name per runs table, then per archive (robustness column)")
-    parser.add_argument("--claims", default="paper/claims.yaml", help="the claims file")
+    parser.add_argument("--claims", type=Path, default=checkout.CLAIMS,
+                        help="the claims file (default paper/claims.yaml of initmem's "
+                             "checkout)")
     parser.add_argument("--plan", action="store_true",
                         help="before training: what --config can judge, per claim (its "
                              "cells, clocks, BatchNorm updates, seeds against the power "
-                             "needed, device-hours); writes --out-csv and --out-md")
+                             "needed, device-hours); writes --out-csv and --out-md, or "
+                             "prints the table")
     parser.add_argument("--noise-from", type=Path,
                         help="--plan: a runs table or archive whose cells give the seed noise "
                              "to plan with (its own config)")
     parser.add_argument("--noise-sd", type=float, default=2.0,
                         help="--plan: the seed noise (pp) where --noise-from has no "
                              "multi-seed cell like the claim's (default %(default)s)")
-    parser.add_argument("--reference", type=Path, default=Path("config.yaml"),
+    parser.add_argument("--reference", type=Path, default=checkout.CONFIG,
                         help="--plan: the paper's config, whose cells stand in, at --config's "
                              "scale, for those --config leaves out (default %(default)s, "
                              "where it exists)")
@@ -79,7 +83,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="in a staged study (config `staged`): judge look LOOK (1-based) "
                              "on the run folders under --records and write its decisions to "
                              "--out-csv (the workflow's look checkpoints)")
-    parser.add_argument("--records", type=Path, default=Path("results/runs"),
+    parser.add_argument("--records", type=Path, default=checkout.RESULTS / "runs",
                         help="--look: the run folders root (default %(default)s)")
     parser.add_argument("--previous", type=Path,
                         help="--look: the previous look's decisions (its --out-csv)")
@@ -87,7 +91,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
                              "default %(default)s)")
-    parser.add_argument("--out-csv", required=True, help="one row per claim (claims.csv)")
+    parser.add_argument("--out-csv", help="one row per claim (claims.csv); --plan without "
+                        "--out-csv or --out-md prints its table to the terminal")
     parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
     parser.add_argument("--out-values", help="every value with its 95%% interval (CSV)")
@@ -96,6 +101,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.plan:
         return plan(args)
+    if args.out_csv is None:
+        raise InputError("--out-csv is required (one row per claim), but with --plan")
     if args.staged:
         return replay(args)
     if args.look is not None:
@@ -161,11 +168,14 @@ def plan(args: argparse.Namespace) -> int:
     reference = load_config(args.reference) if args.reference.exists() else None
     claims = read_claims(args.claims)
     table = design.plan_table(claims, config, noise, args.noise_sd, reference)
-    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out_csv, index=False)
+    markdown = design.render_markdown(table, cost.throughput(config["execution"]).device)
+    if args.out_csv:
+        Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out_csv, index=False)
     if args.out_md:
-        device = cost.throughput(config["execution"]).device
-        Path(args.out_md).write_text(design.render_markdown(table, device))
+        Path(args.out_md).write_text(markdown)
+    if not (args.out_csv or args.out_md):  # asked for on the terminal: shown there
+        print(markdown)
     counts = [f"{int(table['plan'].str.startswith(o).sum())} {o}" for o in design.OUTCOMES]
     print(f"{args.config}, of {len(table)} claims: {', '.join(counts)}; the others out of "
           "regime or not in the config")

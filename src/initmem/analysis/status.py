@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from initmem import checkout
 from initmem.analysis import staged
 from initmem.plan import cost
 from initmem.plan.grid import load_config
@@ -86,8 +87,8 @@ class SweepStatus:
 
 def sweep_status(config_path: str | Path, records: str | Path,
                  checkpoints: str | Path | None = None,
-                 published: str | Path = "paper/published",
-                 claims: str | Path = "paper/claims.yaml") -> SweepStatus:
+                 published: str | Path = checkout.PUBLISHED,
+                 claims: str | Path = checkout.CLAIMS) -> SweepStatus:
     """The status of every run of the config (module docstring); one call, no side effect."""
     config = load_config(config_path)
     records = Path(records)
@@ -300,14 +301,14 @@ def _trainer_state(t: Trainer) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=Path("config.yaml"))
-    parser.add_argument("--records", type=Path, default=Path("results/runs"),
-                        help="run folders root (default results/runs)")
+    parser.add_argument("--config", type=Path, default=checkout.CONFIG)
+    parser.add_argument("--records", type=Path, default=checkout.RESULTS / "runs",
+                        help="run folders root (default results/runs of initmem's checkout)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
                         help="the trainers' checkpoint root (default RECORDS/.checkpoints)")
-    parser.add_argument("--published", type=Path, default=Path("paper/published"),
+    parser.add_argument("--published", type=Path, default=checkout.PUBLISHED,
                         metavar="DIR", help="as `initmem cost --published`")
-    parser.add_argument("--claims", type=Path, default=Path("paper/claims.yaml"),
+    parser.add_argument("--claims", type=Path, default=checkout.CLAIMS,
                         help="a staged study's claims file (its looks' packs)")
     parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     parser.add_argument("--watch", type=float, default=None, metavar="SECONDS",

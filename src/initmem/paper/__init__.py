@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem import checkout
 from initmem.errors import InputError
 from initmem.markup import tex_escape
 from initmem.vocabulary import generated, missing
@@ -127,8 +128,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         " marks the PDF as the demo)")
     status.add_argument("--archive", help="the runs archive it was rebuilt from, if any")
     make = sub.add_parser("build", help="latexmk the paper")
-    make.add_argument("--paper", type=Path, default=Path("paper"))
-    make.add_argument("--results", type=Path, default=Path("results"))
+    make.add_argument("--paper", type=Path, default=checkout.PAPER)
+    make.add_argument("--results", type=Path, default=checkout.RESULTS)
     make.add_argument("--out", type=Path, required=True)
     make.add_argument("--build-dir", type=Path)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem import checkout
 from initmem.analysis import status as sweep
 from initmem.analysis.tables import build
 from initmem.errors import InputError
@@ -37,6 +38,8 @@ from initmem.paper import browser, provenance_marks, run_counts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
+from initmem.records import environment
+from initmem.records.archive import read_environment
 from initmem.vocabulary import (
     COMPLETED,
     CONFIG_LABELS,
@@ -84,8 +87,10 @@ def page(title: str, marks: list[str], body: str) -> str:
 
 
 def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
-                config_text: str = "", sweep_text: str = "") -> str:
-    """The run-status page; `sweep_text`: `initmem status` of a live sweep's records."""
+                config_text: str = "", sweep_text: str = "", environment_text: str = "") -> str:
+    """The run-status page; `sweep_text`: `initmem status` of a live sweep's records;
+    `environment_text`: how this environment compares with an archive's
+    (records.environment.describe), a warning box where they differ."""
     counts = status_counts(runs)
     rows = [("expected runs", counts["expected"]), ("completed", counts[COMPLETED]),
             ("early stopped", counts[EARLY_STOPPED]), ("diverged", counts[DIVERGED]),
@@ -99,7 +104,11 @@ def status_page(runs: pd.DataFrame, config_name: str, marks: list[str],
     more = f"<p>and {len(absent) - 50} more</p>" if len(absent) > 50 else ""
     config = (f"<details><summary>The experiment config (what decides the runs)</summary>"
               f"<pre>{html.escape(config_text)}</pre></details>" if config_text else "")
-    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{config}"
+    warned = ' class="mark"' if environment_text.startswith("warning") else ""
+    environment_line = (f"<p{warned}>{html.escape(environment_text)}</p>"
+                        if environment_text else "")
+    body = (f"<p>Config: <code>{html.escape(config_name)}</code></p>{environment_line}"
+            f"{config}"
             f"<table>{summary}</table><h3>By family</h3>{by_family.to_html()}"
             + (f"<h3>Sweep status (<code>initmem status</code>: trainers, device-hours)</h3>"
                f"<pre>{html.escape(sweep_text)}</pre>" if sweep_text else "")
@@ -237,7 +246,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="a live sweep's run records (not an archive): the page adds "
                              "`initmem status` of --sweep-config over them")
     status.add_argument("--sweep-config", type=Path, help="the config file the sweep trains")
-    status.add_argument("--published", type=Path, default=Path("paper/published"),
+    status.add_argument("--published", type=Path, default=checkout.PUBLISHED,
                         help="the paper's published tables (the sweep's projection)")
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
@@ -276,7 +285,10 @@ def main(args: argparse.Namespace) -> int:
         sweep_text = (sweep.render(sweep.sweep_status(args.sweep_config, args.records,
                                                       published=args.published))
                       if args.records else "")
-        write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text))
+        environment_text = (environment.describe(read_environment(args.archive))
+                            if args.archive else "")
+        write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text,
+                                    environment_text))
     elif args.action == "table":
         if args.number > 1 and args.cells is None:
             raise InputError(f"table {args.number} is drawn from its cells: pass --cells "

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from initmem import checkout
 from initmem.errors import InputError
 from initmem.plan.architectures import ARCHITECTURES, ARCHS
 from initmem.plan.grid import load_config, make_packs
@@ -135,8 +136,9 @@ BUILTIN = Throughput(
 
 
 def throughput(execution: Mapping[str, Any], step_path: str = EAGER) -> Throughput:
-    """The model of a config's `execution` section: its throughput_csv (relative to the
-    working directory; throughput_device picks a device) or, when that is null, BUILTIN.
+    """The model of a config's `execution` section: its throughput_csv (a relative one from the
+    working directory: grid.load_config has put a config file's in its checkout;
+    throughput_device picks a device) or, when that is null, BUILTIN.
     The workflow's time limits take the default eager path (module docstring)."""
     csv_path = execution.get("throughput_csv")
     if csv_path is None:
@@ -392,7 +394,7 @@ def cpu_launch_warning(packs: list[Pack], confirmed: bool, stopping: Stopping = 
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=Path("config.yaml"))
+    parser.add_argument("--config", type=Path, default=checkout.CONFIG)
     parser.add_argument("--bench", type=Path, default=None, metavar="CSV",
                         help="measured throughput (bench/bench_training.py's CSV); default: "
                              "the config's execution.throughput_csv, or when that is null "
@@ -403,10 +405,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench-path", default=EAGER, metavar="NAME",
                         help="the CSV's step path: eager, eager_cl, graph or graph_cl "
                              "(default: eager, as the SLURM time limits use)")
-    parser.add_argument("--published", type=Path, default=Path("paper/published"),
+    parser.add_argument("--published", type=Path, default=checkout.PUBLISHED,
                         metavar="DIR", help="the transcribed tables; Table 5's best-validation "
                         "epochs estimate when early-stopping runs stop (default "
-                        "paper/published)")
+                        "paper/published of initmem's checkout)")
     parser.add_argument("--records", type=Path, default=None, metavar="RUNS",
                         help="a runs table (results/aggregate/runs.parquet): its recorded "
                              "runs count the epochs they trained")

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from initmem import checkout
 from initmem.plan import memory
 from initmem.plan.inputs import load_yaml
 from initmem.plan.optimizers import (
@@ -48,8 +49,19 @@ EXPERIMENT_KEYS = ("optimizers", "seed_sets", "sigma_sets", "common", "families"
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read and validate a config file; returns it with the schema's defaults filled in."""
-    return validate_config(load_yaml(path, "config"))
+    """Read and validate a config file; returns it with the schema's defaults filled in,
+    and its relative paths that commands read (IN_CHECKOUT) from the config's checkout,
+    where the workflow reads them (initmem.checkout), whatever folder the command runs in."""
+    config = validate_config(load_yaml(path, "config"))
+    for section, key in IN_CHECKOUT:
+        if config[section][key] is not None:
+            config[section][key] = str(checkout.in_config_checkout(config[section][key], path))
+    return config
+
+
+# Paths inside a config that commands read, not only the workflow's rules (which run in
+# the checkout): the measured throughput (`initmem cost`, `status`, `claims --plan`).
+IN_CHECKOUT = (("execution", "throughput_csv"),)
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +268,7 @@ def pack_id(recipe: Recipe, chunk: int) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=Path("config.yaml"))
+    parser.add_argument("--config", type=Path, default=checkout.CONFIG)
     parser.add_argument("--packs-dir", type=Path,
                         help="also write every pack spec as PACKS_DIR/<pack_id>.json")
 

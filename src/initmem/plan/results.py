@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from initmem import checkout
 from initmem.errors import InputError
 from initmem.plan.grid import experiment_config, load_config
 from initmem.plan.inputs import parse_yaml
@@ -29,7 +30,7 @@ def check(config_path: Path, root: Path) -> str:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, required=True, help="the config to run")
-    parser.add_argument("--root", type=Path, default=Path("results"))
+    parser.add_argument("--root", type=Path, default=checkout.RESULTS)
 
 
 def main(args: argparse.Namespace) -> int:

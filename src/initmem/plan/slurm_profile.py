@@ -18,11 +18,11 @@ from pathlib import Path
 import platformdirs
 import yaml
 
+from initmem.checkout import SLURM_TEMPLATE
 from initmem.errors import InputError
 from initmem.plan.inputs import load_yaml
 
-CHECKOUT = Path(__file__).resolve().parents[3]
-TEMPLATE = CHECKOUT / "profiles" / "slurm" / "config.yaml"
+TEMPLATE = SLURM_TEMPLATE
 # SLURM account and partition names: letters, digits and _ . - (no spaces, no quotes)
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 

@@ -1,11 +1,14 @@
 """The raw-runs archive: every run record of a config in one file, and back.
 
-Format: an uncompressed tar of three members,
+Format: an uncompressed tar of four members,
     manifest.json     format, schema_version, run counts, the experiment config, the
                       SHA-256 of each other member's bytes, and `manifest_sha256`: the
                       SHA-256 of the manifest's canonical JSON without that field
     summary.parquet   every run's summary row, exactly the rows of its summary.parquet
     history.parquet   every run's history rows, exactly the rows of its history.parquet
+    environment.json  the environment it was packed in: every installed package and its
+                      version, Python, platform (records.environment); archives packed
+                      before it have the other three
 Each Parquet member is also sealed with its content digest (initmem.records), so a
 damaged byte of the archive is an error naming it. Checksums catch damage, not editing
 (anyone can seal an edited archive again), so every read also checks each value's range
@@ -36,6 +39,7 @@ import yaml
 from initmem import __version__
 from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
 from initmem.plan.inputs import parse_json
+from initmem.records import environment
 from initmem.records.files import (
     HISTORY_COLUMNS,
     HISTORY_RANGES,
@@ -66,7 +70,8 @@ def pack(config: dict[str, Any], records_root: str | Path, out: str | Path) -> d
     runs = expand_runs(config)
     summaries, histories = read_folder_records(records_root, runs)
     tables = {"summary.parquet": _parquet_bytes(summaries),
-              "history.parquet": _parquet_bytes(histories)}
+              "history.parquet": _parquet_bytes(histories),
+              environment.MEMBER: json.dumps(environment.current(), indent=1).encode()}
     manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
                 "initmem_version": __version__, "runs": summaries.num_rows,
                 "expected_runs": len(runs), "config": experiment_config(config),
@@ -141,6 +146,23 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return _read(path)[0]
 
 
+def read_environment(path: str | Path) -> dict[str, Any] | None:
+    """The environment the archive was packed in (records.environment), checked; None
+    for an archive packed before initmem recorded it (its manifest lists no such member)."""
+    sums = read_manifest(path).get("sha256")
+    if not isinstance(sums, dict):
+        raise RecordError(f"{path}: manifest.json's sha256 is not an object of member "
+                          "checksums")
+    if environment.MEMBER not in sums:
+        return None
+    data = _read(path, environment.MEMBER)[1]
+    where = f"{path}:{environment.MEMBER}"
+    if _sha256(data) != sums[environment.MEMBER]:
+        raise RecordError(f"{where} is damaged (its bytes do not match the manifest's "
+                          "checksum); restore the archive from a good copy")
+    return environment.checked(parse_json(data.decode(), where), where)
+
+
 def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     """The checked manifest, then the bytes of the named members."""
     try:
@@ -161,15 +183,22 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
             return manifest, *(_member(tar, path, name, f"{path}: damaged or incomplete runs "
                                        f"archive: member {name} cannot be read (a damaged tar "
                                        "header hides the members after it); restore the "
-                                       "archive from a good copy") for name in names)
+                                       "archive from a good copy", MAX_BYTES.get(name))
+                               for name in names)
     except (tarfile.TarError, OSError, UnicodeDecodeError, json.JSONDecodeError,
             pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
 
-def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str) -> bytes:
+# Members whose size is bounded before reading (the Parquet ones by their declared rows)
+MAX_BYTES = {environment.MEMBER: environment.MAX_BYTES}
+
+
+def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str,
+            max_bytes: int | None = None) -> bytes:
     """The bytes of a member; RecordError(missing) when tar does not find it, and one
-    naming what it is when it is no regular file (a link would point tar elsewhere)."""
+    naming what it is when it is no regular file (a link would point tar elsewhere) or
+    larger than max_bytes."""
     try:
         member = tar.getmember(name)
     except KeyError:
@@ -179,6 +208,9 @@ def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str) -> 
                 else "a folder" if member.isdir() else "a device or FIFO")
         raise RecordError(f"{path}: member {name} is {kind}; archives hold regular files "
                           "only")
+    if max_bytes is not None and member.size > max_bytes:
+        raise RecordError(f"{path}: member {name} declares {member.size} bytes, at most "
+                          f"{max_bytes} allowed; refused before reading")
     return tar.extractfile(member).read()
 
 

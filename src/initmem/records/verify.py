@@ -8,8 +8,10 @@ is compared with the config's run. A run's records are
               or holds a value out of its column's type or range (records.files.Range)
     stale     made with another spec than the config's, or of a run the config does not
               have (left from an older config)
-One line per run that is not good, then the counts. Exit status 0 when every expected run
-is good, 1 otherwise.
+One line per run that is not good, then the counts; for an archive, then how this
+environment compares with the one it was packed in (records.environment: the packages
+that differ, a warning that leaves the exit status alone). Exit status 0 when every
+expected run is good, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import pandas as pd
 
 from initmem.plan.grid import expand_runs, load_config
 from initmem.plan.spec import Run
+from initmem.records import environment
 from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
-from initmem.records.archive import read_archive
+from initmem.records.archive import read_archive, read_environment
 from initmem.records.files import RecordError, read_records
 from initmem.vocabulary import MISSING
 
@@ -110,4 +113,7 @@ def main(args: argparse.Namespace) -> int:
     findings = (verify_archive(args.archive, runs) if args.archive
                 else verify_folders(args.records, runs))
     print(report(findings))
+    unread = any(f.where == str(args.archive) for f in findings)  # the whole archive's
+    if args.archive and not unread:
+        print(environment.describe(read_environment(args.archive)))
     return 0 if all(f.state == GOOD for f in findings) else 1

@@ -15,9 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from initmem import checkout
 from initmem.training import data
 
-SHARED_BUILDER = Path("../shared/data/make_cifar10_batches.py")
+SHARED_BUILDER = checkout.SHARED / "data" / "make_cifar10_batches.py"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from initmem import checkout
 from initmem.errors import InputError
 from initmem.plan.architectures import CPU_CHANNELS_LAST
 from initmem.plan.spec import Pack, Recipe, Run
@@ -74,8 +75,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="pack spec (YAML/JSON: recipe + runs); several train one after "
                              "another in this process")
     parser.add_argument("out_dir", type=Path, help="records go to OUT_DIR/<run_dir>/")
-    parser.add_argument("--data-root", type=Path, default=Path("data/cifar10"),
-                        help="CIFAR-10 root in torchvision layout (default: data/cifar10)")
+    parser.add_argument("--data-root", type=Path, default=checkout.CIFAR10,
+                        help="CIFAR-10 root in torchvision layout (default: data/cifar10 of "
+                             "initmem's checkout)")
     parser.add_argument("--download", action="store_true",
                         help="download CIFAR-10 if the root lacks it")
     parser.add_argument("--allow-unverified", action="store_true",
