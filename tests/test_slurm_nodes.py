@@ -1,0 +1,309 @@
+"""The slurm profile on a real two-node SLURM (.ci/local_slurm.sh start --nodes 2: two
+network namespaces with their own hostnames, sharing this filesystem), through the
+commands users type; a node lost mid-training, a preempted job, one pack submitted twice.
+
+The module stops the single-node cluster test_slurm.py uses, starts two nodes, and
+restores the single node afterwards (the SLURM tests share one pytest worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from workflow_helpers import ROOT, TEST_CONFIG, scratch_checkout, typed
+
+from initmem.plan import grid
+from initmem.records import files
+
+NODES = ("imnode1", "imnode2")
+LOCAL_SLURM = ROOT / ".ci" / "local_slurm.sh"
+BIN = Path(sys.executable).parent
+# The README's cluster command and the two flags a cluster without accounting needs
+# (and a 2 s first status check: the plugin's default 40 s, growing 10 s a check, would
+# leave a job that finished unnoticed for most of a minute)
+SWEEP = ("snakemake --profile slurm {target} --configfile config/sweep.yaml "
+         "--slurm-no-account --slurm-status-command squeue "
+         "--slurm-init-seconds-before-status-checks 2")
+AGGREGATE = "results/aggregate/runs.parquet"  # the records, without tables and paper
+
+
+def can_make_nodes() -> str | None:
+    """Why this machine cannot run the two-node cluster, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, slurmd)"
+    missing = [t for t in ("ip", "nsenter", "unshare", "slurmctld", "slurmd", "munged")
+               if shutil.which(t) is None]
+    return f"needs {', '.join(missing)}" if missing else None
+
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("slurm"),  # one cluster: with test_slurm.py, one worker
+    pytest.mark.skipif(can_make_nodes() is not None, reason=str(can_make_nodes())),
+]
+
+
+def local_slurm(*args: str) -> None:
+    done = subprocess.run([str(LOCAL_SLURM), *args], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def single_node_up() -> bool:
+    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True)
+    return done.returncode == 0 and bool(done.stdout.split()) and \
+        not done.stdout.startswith("imnode")
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    restore = single_node_up()
+    local_slurm("stop")
+    local_slurm("start", "--nodes", "2")
+    yield NODES
+    local_slurm("stop")
+    if restore:
+        local_slurm("start")
+
+
+@pytest.fixture(scope="module")
+def profile_env(two_nodes, tmp_path_factory) -> dict[str, str]:
+    """The named profile `slurm`, installed as the README says (`initmem slurm-profile`)."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
+    done = typed("initmem slurm-profile", ROOT, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return env
+
+
+def checkout_with(where: Path, config: dict) -> Path:
+    """A scratch checkout whose config/sweep.yaml is `config`."""
+    checkout = scratch_checkout(where)
+    (checkout / "config" / "sweep.yaml").write_text(yaml.safe_dump(config))
+    return checkout
+
+
+def one_pack_config(epochs: int) -> dict:
+    """The test config cut to one pack (Adam) of `epochs` epochs: about 0.15 s each."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["families"]["main"]["grid"]["optimizer"] = ["adam"]
+    config["families"]["main"]["recipe"]["epochs"] = epochs
+    return config
+
+
+def sweep(checkout: Path, env: dict[str, str], target: str = "all", background: bool = False):
+    command = SWEEP.format(target=target)
+    if not background:
+        return typed(command, checkout, env, timeout=900)
+    path = f"{BIN}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.Popen(command, shell=True, cwd=checkout, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PATH": path, **env})
+
+
+def local_run(checkout: Path) -> subprocess.Popen:
+    """The same config trained here without SLURM, uninterrupted (the reference)."""
+    return subprocess.Popen(
+        [str(BIN / "snakemake"), "results/aggregate/runs.parquet", "--cores", "1",
+         "--configfile", "config/sweep.yaml"], cwd=checkout, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+# Where and when a record was made, not what training made: equal runs differ here.
+PROVENANCE = ["wall_time_s", "host", "slurm_job_id", "resumed_from_epoch"]
+
+
+def trained_values(checkout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summaries less provenance, histories) of the checkout's aggregate, by run."""
+    aggregate = checkout / "results" / "aggregate"
+    summary = pd.read_parquet(aggregate / "runs.parquet").sort_values("run_id")
+    history = pd.read_parquet(aggregate / "history.parquet")
+    history = history.sort_values(["run_id", "epoch"]).reset_index(drop=True)
+    summary = summary.drop(columns=[c for c in PROVENANCE if c in summary.columns])
+    return summary.reset_index(drop=True), history
+
+
+def assert_same_training(a: Path, b: Path) -> None:
+    for got, expected in zip(trained_values(a), trained_values(b), strict=True):
+        pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+def squeue(*args: str) -> list[list[str]]:
+    out = subprocess.run(["squeue", "-h", *args], capture_output=True, text=True).stdout
+    return [line.split("|") for line in out.splitlines()]
+
+
+def wait_for(what: str, check, timeout: float = 300.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while not (got := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:.0f} s for {what}")
+        time.sleep(every)
+    return got
+
+
+def training_job(checkpoints: Path, proc: subprocess.Popen) -> tuple[str, str]:
+    """(job id, node) of the one training job, once its pack has checkpointed."""
+    def checkpointed():
+        if proc.poll() is not None:
+            pytest.fail(f"the sweep ended first: {proc.stdout.read()[-3000:]}")
+        return list(checkpoints.glob("*/latest.pt"))
+    wait_for("a checkpoint", checkpointed)
+    ((job_id, state, node),) = squeue("-o", "%i|%T|%N")
+    assert state == "RUNNING"
+    return job_id, node
+
+
+def status_json(checkout: Path, env: dict[str, str], node: str | None = None) -> dict:
+    """`initmem status --json` of the sweep, here or (srun) on a node."""
+    command = [str(BIN / "initmem"), "status", "--config", "config/sweep.yaml",
+               "--records", "results/runs", "--json"]
+    if node is not None:
+        command = ["srun", "-w", node, "-N1", "-n1", "--quiet", *command]
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def finished(proc: subprocess.Popen, timeout: float = 900) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-5000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def test_config_on_two_nodes(profile_env, tmp_path_factory) -> Path:
+    """config/test.yaml's whole sweep (`all`: tables, figures, paper) on the two nodes."""
+    checkout = checkout_with(tmp_path_factory.mktemp("two") / "checkout",
+                             yaml.safe_load(TEST_CONFIG.read_text()))
+    done = sweep(checkout, profile_env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    return checkout
+
+
+def test_the_test_config_spreads_over_both_nodes_and_trains_as_on_one(
+        test_config_on_two_nodes, tmp_path):
+    checkout = test_config_on_two_nodes
+    summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
+    assert (summary["status"] == "completed").all()
+    assert sorted(summary["host"].unique()) == list(NODES)  # one pack on each
+    assert summary.groupby("host")["slurm_job_id"].nunique().eq(1).all()
+    assert summary["slurm_job_id"].nunique() == 2 and summary["resumed_from_epoch"].isna().all()
+    for target in ("tables/table1.tex", "figures/fig1.pdf", "paper/paper.pdf"):
+        assert (checkout / "results" / target).stat().st_size > 0, target
+    alone = checkout_with(tmp_path / "alone", yaml.safe_load(TEST_CONFIG.read_text()))
+    finished(local_run(alone))
+    assert_same_training(checkout, alone)
+
+
+def test_status_prints_the_same_counts_on_either_node_and_here(test_config_on_two_nodes,
+                                                                 profile_env):
+    checkout = test_config_on_two_nodes
+    seen = {where: status_json(checkout, profile_env, node)
+            for where, node in [("here", None), *((n, n) for n in NODES)]}
+    for where, got in seen.items():
+        assert got["total"]["completed"] == 4, where
+        assert (got["counts"], got["total"]) == (seen["here"]["counts"], seen["here"]["total"])
+
+
+def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, tmp_path):
+    """Every process of the training node's namespace killed after a checkpoint: SLURM
+    takes the node down and requeues the job (same job id) onto the other node, whose
+    trainer takes the pack over at once (SLURM says its holder is gone) and resumes."""
+    config = one_pack_config(epochs=200)
+    checkout = checkout_with(tmp_path / "lost", config)
+    alone = local_run(checkout_with(tmp_path / "alone", config))
+    proc = sweep(checkout, profile_env, AGGREGATE, background=True)
+    try:
+        job_id, node = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
+        kill_node(node)
+        wait_for(f"{node} down", lambda: node_state(node).startswith("down"), timeout=120)
+        seen = []  # status while the node is down, until the job trains again
+        while True:
+            got = status_json(checkout, profile_env)
+            seen += [t for t in got["trainers"] if t["host"] == node]
+            if any(t["host"] != node for t in got["trainers"]) or proc.poll() is not None:
+                break
+        out = finished(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        local_slurm("start", "--nodes", "2")  # the lost node back, for the next tests
+    assert seen, "status never showed the lost node's trainer"
+    assert all(t["state"] != "live" and not t["orphan"] for t in seen), seen
+    assert out.count("has been submitted with SLURM jobid") == 1  # SLURM requeued it
+    summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
+    assert (summary["host"] != node).all() and (summary["slurm_job_id"] == job_id).all()
+    assert (summary["resumed_from_epoch"] > 1).all()  # resumed, not restarted at epoch 0
+    assert status_json(checkout, profile_env)["total"]["completed"] == 2
+    finished(alone)
+    assert_same_training(checkout, tmp_path / "alone")
+
+
+def kill_node(node: str) -> None:
+    """Every process of the node's namespace, as a lost node (SIGKILL: nothing says why)."""
+    pids = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True,
+                          check=True).stdout.split()
+    subprocess.run(["kill", "-9", *pids], check=False)
+
+
+def node_state(node: str) -> str:
+    done = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
+                          text=True)
+    return done.stdout.strip()
+
+
+def test_a_preempted_job_resumes_on_either_node(profile_env, tmp_path):
+    """`scontrol requeue` while the pack trains: SIGTERM, a checkpoint and exit; SLURM
+    starts the same job again, which resumes from the checkpoint."""
+    config = one_pack_config(epochs=100)
+    checkout = checkout_with(tmp_path / "preempted", config)
+    alone = local_run(checkout_with(tmp_path / "alone", config))
+    proc = sweep(checkout, profile_env, AGGREGATE, background=True)
+    try:
+        job_id, _ = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
+        subprocess.run(["scontrol", "requeue", job_id], check=True)
+        out = finished(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.count("has been submitted with SLURM jobid") == 1
+    summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
+    assert (summary["slurm_job_id"] == job_id).all()
+    assert (summary["resumed_from_epoch"] >= 1).all()
+    finished(alone)
+    assert_same_training(checkout, tmp_path / "alone")
+
+
+def test_one_pack_submitted_twice_at_once_trains_once(two_nodes, tmp_path):
+    """Two jobs of one pack on the two nodes at the same moment: one trains, the other
+    ends at once with one line naming the holder's host and pid; one set of records."""
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(one_pack_config(epochs=100)))
+    ((pack_id, pack),) = grid.make_packs(grid.load_config(config_file)).items()
+    spec = tmp_path / f"{pack_id}.json"
+    pack.dump(spec)
+    jobs = [subprocess.Popen(
+        ["sbatch", "--wait", "-w", node, "-o", str(tmp_path / f"{node}.log"), "--wrap",
+         f"exec {BIN / 'initmem'} train {spec} {tmp_path / 'runs'} --no-progress"],
+        stdout=subprocess.PIPE, text=True) for node in NODES]
+    codes = [job.wait(timeout=600) for job in jobs]
+    logs = {node: (tmp_path / f"{node}.log").read_text() for node in NODES}
+    assert sorted(codes) == [0, 2], (codes, logs)  # sbatch --wait: the job's own status
+    winner, loser = (NODES if codes[0] == 0 else NODES[::-1])
+    refusal = [line for line in logs[loser].splitlines() if "error" in line]
+    assert len(refusal) == 1 and f"on host {winner}" in refusal[0], logs[loser]
+    assert "by pid " in refusal[0], refusal
+    assert "Traceback" not in logs[loser] and "of 2 runs" not in logs[loser]
+    summaries, _ = files.read_folder_records(tmp_path / "runs", list(pack.runs))
+    assert summaries.num_rows == 2 and set(summaries["host"].to_pylist()) == {winner}
