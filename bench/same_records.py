@@ -4,15 +4,16 @@ with the old and the new code, then
     python bench/same_records.py OLD_RUNS NEW_RUNS
 
 compares every record file of NEW_RUNS with OLD_RUNS' file at the same path, column by
-column, except the columns that name the code or time the run. Files are read through
-the record format's checksum check, so a damaged file is an error, not a difference."""
+column, except the provenance columns (which code and process made it, where, how long).
+Files are read through the record format's checksum check, so a damaged file is an
+error, not a difference."""
 
 import sys
 from pathlib import Path
 
-from initmem.records.files import RECORD_FILES, read_run_files
+from initmem.records.files import PROVENANCE_COLUMNS, RECORD_FILES, read_run_files
 
-NOT_COMPARED = {"code_version", "wall_time_s"}
+NOT_COMPARED = set(PROVENANCE_COLUMNS)
 
 
 def differing_columns(old: Path, new: Path) -> list[str]:

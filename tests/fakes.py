@@ -1,9 +1,11 @@
 """Stand-ins for the tests: hand-made run records (simple, known values per epoch), a
-tiny CIFAR-10 copy and a CPU stand-in for the CUDA-graph step."""
+tiny CIFAR-10 copy, a CPU stand-in for the CUDA-graph step and SLURM's commands."""
 
 from __future__ import annotations
 
 import pickle
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,13 +97,14 @@ def fake_history(run: Run, epochs: int, offset: float = 0.0, clocks: float = 1.0
 
 
 def write_fake_run(root: str | Path, run: Run, epochs: int | None = None,
-                   offset: float = 0.0, clocks: float = 1.0) -> None:
+                   offset: float = 0.0, clocks: float = 1.0, **provenance: object) -> None:
     """Records of one run under root/<run_dir>/, record_source "generated": `epochs` of
-    history (at most the recipe's; all of them by default)."""
+    history (at most the recipe's; all of them by default); `provenance`: host,
+    slurm_job_id, resumed_from_epoch."""
     history = fake_history(run, epochs or run.recipe.epochs, offset, clocks)
     summary = summary_record(run, history, kernel_fro_norm_init=10 * run.sigma_w,
                              diverged_epoch=None, early_stopped=False, wall_time_s=1.0,
-                             device="cpu", record_source="generated")
+                             device="cpu", record_source="generated", **provenance)
     write_records(Path(root) / run.run_dir, history, summary)
 
 
@@ -127,3 +130,26 @@ class FakeGraph(step.StepExecutor):
         self.calls["replay"] += 1
         for out, new in zip(self.outputs, self._eager(*self.inputs), strict=True):
             out.copy_(new)
+
+
+class FakeSlurm:
+    """squeue, sinfo and scontrol as shell scripts in a folder that is the whole PATH (so
+    no real SLURM answers, even where one is installed): each prints the lines it was
+    given and exits with its status, or hangs; every call is logged. A command never
+    given is missing."""
+
+    def __init__(self, folder: Path):
+        self.bin, self.log = folder, folder / "calls.log"
+        folder.mkdir(parents=True)
+
+    def answer(self, name: str, lines: Sequence[str] = (), status: int = 0,
+               hang: bool = False) -> None:
+        body = ("exec /bin/sleep 60" if hang
+                else f"printf '%s\\n' {' '.join(map(shlex.quote, lines))}\nexit {status}")
+        tool = self.bin / name
+        tool.write_text(f'#!/bin/sh\necho "{name} $*" >> {shlex.quote(str(self.log))}\n'
+                        f"{body}\n")
+        tool.chmod(0o755)
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []

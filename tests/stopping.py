@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.records.files import read_records
+from initmem.records.files import PROVENANCE_COLUMNS, read_records
 
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="sgd_momentum", momentum=0.9, b=32,
                 epochs=8, lr0=0.05, width=0.125, dataset="synthetic", train_subset=128,
@@ -31,11 +31,12 @@ DIVERGING = Pack(DIVERGING_RECIPE, tuple(Run(DIVERGING_RECIPE, s, seed) for s, s
 
 def records(out: Path, pack: Pack = PACK) -> list[pd.DataFrame]:
     """Every run's history and summary, without what differs between two identical
-    trainings (wall time) or between step paths (the determinism note)."""
+    trainings (provenance: wall time, host, resume) or between step paths (the
+    determinism note)."""
     frames = []
     for run in pack.runs:
         history, summary = read_records(out / run.run_dir)
-        frames += [history, summary.drop(columns=["wall_time_s", "determinism"])]
+        frames += [history, summary.drop(columns=[*PROVENANCE_COLUMNS, "determinism"])]
     return frames
 
 

@@ -61,7 +61,8 @@ def summary_row(run: Run, source: str) -> dict:
             "kernel_fro_norm_init": 30 * run.sigma_w, "kernel_fro_norm_best": 25 * run.sigma_w,
             "kernel_fro_norm_last": 25 * run.sigma_w, "bn_var_ratio_best": 1.5, "T_SGD": 1e-3,
             "T_L2": 0.0, "T_adapt": 1.0, "diverged": False, "diverged_epoch": None,
-            "wall_time_s": 1.0, "device": "cpu", "determinism": "cpu", "torch_version": "x",
+            "wall_time_s": 1.0, "device": "cpu", "determinism": "cpu", "host": "x",
+            "slurm_job_id": None, "resumed_from_epoch": None, "torch_version": "x",
             "python_version": "x", "initmem_version": "x", "code_version": "x",
             "data_verification": "synthetic", "record_source": source,
             "schema_version": records.SCHEMA_VERSION}

@@ -22,7 +22,7 @@ import torch
 from initmem.cli import main as command_line
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records import heartbeat
-from initmem.records.files import read_records
+from initmem.records.files import PROVENANCE_COLUMNS, read_records
 from initmem.training import checkpoint, command, data
 from initmem.training.command import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from initmem.training.trainer import PackTrainer, Preempted, saved_run_weights
@@ -44,9 +44,9 @@ def records(out: Path) -> list[pd.DataFrame]:
     frames = []
     for run in PACK.runs:
         history, summary = read_records(out / run.run_dir)
-        # provenance, not results: the wall time, and the commit, which an edit of the
-        # checkout between the two processes marks dirty
-        frames += [history, summary.drop(columns=["wall_time_s", "code_version"])]
+        # provenance, not results: the wall time, the host, whether it resumed, and the
+        # commit, which an edit of the checkout between the two processes marks dirty
+        frames += [history, summary.drop(columns=list(PROVENANCE_COLUMNS))]
     return frames
 
 
@@ -300,7 +300,7 @@ def test_a_stop_signal_checkpoints_and_exits_with_its_status(
     assert len(said) == 1 and f"checkpoint written; exiting with status {status}" in said[0]
     assert "Traceback" not in err and (folder / checkpoint.LATEST).exists()
     beat = heartbeat.read(heartbeat.path_of(out / ".checkpoints", PACK))
-    assert heartbeat.state(beat) == heartbeat.ENDED and "Preempted" in beat["ended"]
+    assert heartbeat.state(beat).state == heartbeat.ENDED and "Preempted" in beat["ended"]
     second = cli(spec, out, "--keep-checkpoint")
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0 and "resumed from checkpoint" in err, err
@@ -365,8 +365,9 @@ def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path
     assert second.returncode == 0 and err.count("resumed from checkpoint") == 2, err
     for run, old in zip(pack.runs, before, strict=True):
         new = read_records(out / run.run_dir)[1]
-        pd.testing.assert_frame_equal(old.drop(columns="wall_time_s"),
-                                      new.drop(columns="wall_time_s"), check_exact=True)
+        pd.testing.assert_frame_equal(old.drop(columns=list(PROVENANCE_COLUMNS)),
+                                      new.drop(columns=list(PROVENANCE_COLUMNS)),
+                                      check_exact=True)
     assert not (out / ".checkpoints").exists()  # no empty folder left
 
 

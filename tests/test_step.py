@@ -15,7 +15,7 @@ from fakes import FakeGraph
 
 from initmem.errors import InputError
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.records.files import read_records
+from initmem.records.files import PROVENANCE_COLUMNS, read_records
 from initmem.training import data, step
 from initmem.training.command import speed_paths
 from initmem.training.models import build_model
@@ -77,7 +77,7 @@ def assert_same_records(got, expected, **tolerance):
             pd.testing.assert_frame_equal(history, history0, check_exact=False, **tolerance)
         else:
             pd.testing.assert_frame_equal(history, history0)
-        outcomes = [c for c in summary0.columns if c not in ("wall_time_s", "determinism")]
+        outcomes = [c for c in summary0.columns if c not in (*PROVENANCE_COLUMNS, "determinism")]
         pd.testing.assert_frame_equal(summary[outcomes], summary0[outcomes],
                                       check_exact=not tolerance, **tolerance)
 

@@ -12,7 +12,7 @@ import torch
 from initmem import cli
 from initmem.plan.architectures import ARCHS
 from initmem.plan.spec import Pack, Recipe, Run
-from initmem.records.files import read_records
+from initmem.records.files import PROVENANCE_COLUMNS, read_records
 from initmem.training import data
 from initmem.training.models import KerasBatchNorm, build_model
 from initmem.training.trainer import Clocks, PackTrainer, RunState, evaluate
@@ -130,7 +130,7 @@ def test_test_accuracy_at_tau_best_on_more_images(tmp_path):
         metrics = h_once.columns.drop("run_id")
         pd.testing.assert_frame_equal(h_once[metrics], h_plain[metrics], check_exact=True)
         same = s_once.columns.drop(["run_id", "best_test_subset", "test_acc_best",
-                                    "wall_time_s"])
+                                    *PROVENANCE_COLUMNS])
         pd.testing.assert_frame_equal(s_once[same], s_plain[same], check_exact=True)
 
 
@@ -147,7 +147,7 @@ def test_measuring_bn_var_ratio_changes_no_training_number(splits, tmp_path, mon
         assert h_new["bn_var_ratio"].gt(0).all() and h_old["bn_var_ratio"].isna().all()
         pd.testing.assert_frame_equal(h_new.drop(columns="bn_var_ratio"),
                                       h_old.drop(columns="bn_var_ratio"), check_exact=True)
-        unmeasured = ["bn_var_ratio_best", "wall_time_s"]
+        unmeasured = ["bn_var_ratio_best", *PROVENANCE_COLUMNS]
         pd.testing.assert_frame_equal(s_new.drop(columns=unmeasured),
                                       s_old.drop(columns=unmeasured), check_exact=True)
     for run_new, run_old in zip(measured.weights, before.weights, strict=True):

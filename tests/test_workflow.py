@@ -18,6 +18,7 @@ from workflow_helpers import (
 
 from initmem.plan import grid
 from initmem.plan.architectures import ARCHS
+from initmem.records.files import PROVENANCE_COLUMNS
 
 ANALYSIS = {"write_config": 1, "aggregate_runs": 1, "render_table": 6,
             "render_settings_table": 1, "draw_figure": 8,
@@ -144,8 +145,8 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     # Trained alone, not in its pack of 2: float32 reductions in another order, so equal
     # to rounding, not bitwise (kernel_fro_norm_init moved by 1e-7 relative here).
     pd.testing.assert_frame_equal(pd.read_parquet(lost / "summary.parquet")
-                                  .drop(columns="wall_time_s"),
-                                  saved.drop(columns="wall_time_s"), rtol=1e-5)
+                                  .drop(columns=list(PROVENANCE_COLUMNS)),
+                                  saved.drop(columns=list(PROVENANCE_COLUMNS)), rtol=1e-5)
 
     edited = yaml.safe_load(TEST_CONFIG.read_text())
     edited["execution"].update(pack_size=1, device="auto")  # regroup, another device

@@ -11,8 +11,10 @@ A staged study (config `staged`) counts the packs of all its looks (runs of look
 never needs stay queued), and says which look was decided last and what each claim still
 open waits for (the looks' decisions, results/looks beside the records).
 Trainers come from the heartbeats beside the checkpoints (records.heartbeat): each with
-its state, pack, epoch of its total, last beat, host and projected finish; a live one
-on this host with no Snakemake above it is an orphan (its Snakemake was killed). Device-
+its state and why, pack, epoch of its total, last beat, host and projected finish; a
+live one on this host with no Snakemake above it is an orphan (its Snakemake was killed).
+Another host's trainer is judged by one SLURM snapshot per call (records.cluster): one
+SLURM says is gone is dead, never an orphan, and its pack's runs count as failed. Device-
 hours spent are each finished pack's longest wall time (a pack's runs train at once) plus
 each running pack's elapsed time, against `initmem cost`'s projection of the same packs;
 the ETA divides what remains of the projection, scaled by the pace so far (time spent
@@ -27,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import socket
-import subprocess
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -41,7 +41,7 @@ from initmem.analysis import staged
 from initmem.plan import cost
 from initmem.plan.grid import load_config
 from initmem.plan.spec import Pack
-from initmem.records import heartbeat
+from initmem.records import cluster, heartbeat
 from initmem.records.verify import DAMAGED, GOOD, verify_run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, MISSING
 
@@ -59,6 +59,7 @@ class Trainer:
 
     pack_id: str  # the config's pack id, or its key when the config has no such pack
     state: str
+    why: str  # the state's reason, in words
     pid: int
     host: str
     epoch: int
@@ -96,17 +97,19 @@ def sweep_status(config_path: str | Path, records: str | Path,
     packs = staged.study_packs(config, claims)
     beats = {pack_id: b for pack_id, pack in packs.items()
              if (b := heartbeat.read(heartbeat.path_of(root, pack))) is not None}
-    now = time.time()
+    now, slurm = time.time(), cluster.Snapshot()
+    verdicts = {pack_id: heartbeat.state(b, now, slurm=slurm) for pack_id, b in beats.items()}
     rows, walls, finished = [], {}, []
     for pack_id, pack in packs.items():
-        states, run_walls = _run_states(pack, records, beats.get(pack_id))
+        states, run_walls = _run_states(pack, records, verdicts.get(pack_id))
         rows.append({"family": pack.recipe.family, "recipe_id": pack.recipe.recipe_id,
                      "b": pack.recipe.b, **states})
         walls[pack_id] = max(run_walls, default=0.0)
         if states[RUNNING] + states[QUEUED] + states[FAILED] == 0:
             finished.append(pack_id)
-    trainers = [_trainer(pack_id, beat, now) for pack_id, beat in beats.items()]
-    trainers += _strays(root, {p.key for p in packs.values()}, now)
+    trainers = [_trainer(pack_id, beat, verdicts[pack_id], now)
+                for pack_id, beat in beats.items()]
+    trainers += _strays(root, {p.key for p in packs.values()}, now, slurm)
     execution = config["execution"]
     stopping = cost.config_stopping(config, published)
     seconds = {pack_id: cost.pack_seconds(pack, cost.throughput(execution), stopping,
@@ -119,12 +122,14 @@ def sweep_status(config_path: str | Path, records: str | Path,
                        looks)
 
 
-def _run_states(pack: Pack, records: Path, beat: dict | None) -> tuple[Counter, list[float]]:
-    """The pack's runs counted by state, and the wall times of its finished ones."""
+def _run_states(pack: Pack, records: Path,
+                verdict: heartbeat.Verdict | None) -> tuple[Counter, list[float]]:
+    """The pack's runs counted by state (`verdict`: its trainer's heartbeat, if any), and
+    the wall times of its finished ones."""
     counts, walls = Counter({s: 0 for s in STATES}), []
     pending = QUEUED
-    if beat is not None:
-        pending = RUNNING if heartbeat.state(beat) in HOLDING else FAILED
+    if verdict is not None:
+        pending = RUNNING if verdict.state in HOLDING else FAILED
     for run in pack.runs:
         finding, summary = verify_run(records, run)
         if finding.state == GOOD:
@@ -150,8 +155,9 @@ def _sum(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(row[s] for row in rows) for s in STATES}
 
 
-def _trainer(pack_id: str, beat: dict[str, Any], now: float) -> Trainer:
-    state = heartbeat.state(beat, now)
+def _trainer(pack_id: str, beat: dict[str, Any], verdict: heartbeat.Verdict,
+             now: float) -> Trainer:
+    state = verdict.state
     left = None
     if state in HOLDING and beat.get("epoch_s"):
         epochs_left = beat["epochs"] - beat["epoch"] + 1
@@ -159,19 +165,22 @@ def _trainer(pack_id: str, beat: dict[str, Any], now: float) -> Trainer:
         left = (epochs_left + parts_left * beat["epochs"]) * beat["epoch_s"]
     part, parts = beat.get("part", 1), beat.get("parts", 1)
     done = (part - 1 + (beat["epoch"] - 1) / beat["epochs"]) / parts
-    return Trainer(pack_id, state, beat["pid"], beat["host"], beat["epoch"], beat["epochs"],
-                   f"{part} of {parts}", now - beat["beat"], beat["beat"] - beat["start"],
-                   done, None if left is None else beat["beat"] + left,
+    return Trainer(pack_id, state, verdict.why, beat["pid"], beat["host"], beat["epoch"],
+                   beat["epochs"], f"{part} of {parts}", now - beat["beat"],
+                   beat["beat"] - beat["start"], done,
+                   None if left is None else beat["beat"] + left,
                    state == heartbeat.LIVE and _orphan(beat), beat.get("ended"))
 
 
-def _strays(root: Path, keys: set[str], now: float) -> list[Trainer]:
+def _strays(root: Path, keys: set[str], now: float,
+            slurm: cluster.Snapshot) -> list[Trainer]:
     """Heartbeats of packs the config does not have (an older config's trainers)."""
     strays = []
     for path in sorted(root.glob(f"*{heartbeat.SUFFIX}")):
         beat = heartbeat.read(path)
         if beat is not None and beat["pack"] not in keys:
-            strays.append(_trainer(f"{beat['pack']} (not of this config)", beat, now))
+            strays.append(_trainer(f"{beat['pack']} (not of this config)", beat,
+                                   heartbeat.state(beat, now, slurm=slurm), now))
     return strays
 
 
@@ -227,15 +236,9 @@ def _query(command: list[str], jobs: dict[str, list[str]],
            sacct: bool = False) -> list[dict[str, str]]:
     """squeue's (id|state|time|reason|comment) or sacct's (id|state|time|exit|comment)
     lines of the training jobs."""
-    if shutil.which(command[0]) is None:
-        return []
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=20,
-                             check=True).stdout
-    except (OSError, subprocess.SubprocessError):  # no controller, no accounting
-        return []
+    out = cluster.ask(command)  # None: no controller, no accounting
     found = []
-    for line in out.splitlines():
+    for line in (out or "").splitlines():
         job_id, state, used, detail, comment = (line.split("|") + [""] * 5)[:5]
         job = comment.removeprefix(TRAINING_COMMENT).split("_wildcards_")[0]
         if comment.startswith(TRAINING_COMMENT) and job in jobs:
@@ -295,8 +298,11 @@ def render(status: SweepStatus) -> str:
 
 
 def _trainer_state(t: Trainer) -> str:
+    """Its state; why, where it is not beating; orphan, where it is one."""
     if t.ended:
         return f"ended ({t.ended})"
+    if t.state != heartbeat.LIVE:
+        return f"{t.state} ({t.why})"
     return f"{t.state}, orphan: no Snakemake above it" if t.orphan else t.state
 
 

@@ -1,6 +1,6 @@
 """Run records: one tidy per-epoch history and one summary row per run, as Parquet.
 
-Schema (version 3; bump SCHEMA_VERSION on any change of names, meaning or dtype):
+Schema (version 4; bump SCHEMA_VERSION on any change of names, meaning or dtype):
 
 history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs them):
     run_id, epoch,
@@ -34,6 +34,12 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     diverged, diverged_epoch (null unless diverged)
     wall_time_s, device, determinism (the kernel settings in force; how the step ran:
                                eager or CUDA graph, memory layout),
+    host                       the host whose trainer finished the run
+    slurm_job_id               that trainer's SLURM job (null outside SLURM)
+    resumed_from_epoch         the epoch at which that trainer resumed the run's pack from
+                               a checkpoint (epochs + 1: from its final one, only writing
+                               the records); null when one process trained it from the
+                               start
     torch_version, python_version, initmem_version
     code_version               `git describe --always --dirty` of the checkout that
                                wrote the record ("unknown" outside a git checkout)
@@ -41,13 +47,15 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
                                release), manifest (the offline copy, by the SHA-256 sums
                                its builder wrote), unverified (allowed by
                                allow_unverified), synthetic; null in records older than
-                               the column and in generated ones
+                               the column and in generated ones (as host, slurm_job_id
+                               and resumed_from_epoch, new in schema 4)
     record_source              trained | generated (synthetic records, never results)
     schema_version
 
-Schema 2 records (before bn_var_ratio) still read: a column of LATER_COLUMNS that a record
-lacks reads as NaN, not measured (as a recipe field of spec.LATER_FIELDS reads as its
-default).
+Schema 2 records (before bn_var_ratio) and 3 (before host, slurm_job_id and
+resumed_from_epoch) still read: a column of LATER_COLUMNS that a record lacks reads as
+NaN, not measured, or null, not recorded (as a recipe field of spec.LATER_FIELDS reads as
+its default).
 
 Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
 of its content (column names, nulls and values; `content_digest`), and every read checks
@@ -89,7 +97,7 @@ from initmem.plan.schema import schema
 from initmem.plan.spec import LATER_FIELDS, Recipe, Run
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 OLDEST_SCHEMA_VERSION = 2  # the oldest that reads: it lacks LATER_COLUMNS only
 DIGEST_KEY = b"initmem.sha256"
 # Uncompressed bytes a record row may take in a Parquet file: a summary row of
@@ -115,14 +123,21 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "T_SGD": "float64", "T_L2": "float64", "T_adapt": "float64",
     "diverged": "bool", "diverged_epoch": "Int64",
     "wall_time_s": "float64", "device": "string", "determinism": "string",
+    "host": "string", "slurm_job_id": "string", "resumed_from_epoch": "Int64",
     "torch_version": "string",
     "python_version": "string", "initmem_version": "string", "code_version": "string",
     "data_verification": "string", "record_source": "string", "schema_version": "int64",
 }
 # Columns newer than some records, with what such a record reads there: NaN for a
-# measurement schema 2 did not make, null for a data check it did not record.
+# measurement schema 2 did not make, null for a data check it did not record and for the
+# provenance schema 3 did not record.
 LATER_COLUMNS = {"bn_var_ratio": math.nan, "bn_var_ratio_best": math.nan,
-                 "data_verification": None}
+                 "data_verification": None, "host": None, "slurm_job_id": None,
+                 "resumed_from_epoch": None}
+# Which process made a record, where, when and from which code: what two trainings of
+# the same run with the same numbers differ in (tests and bench compare records without).
+PROVENANCE_COLUMNS = ("wall_time_s", "host", "slurm_job_id", "resumed_from_epoch",
+                      "code_version")
 
 
 @dataclass(frozen=True)
@@ -137,10 +152,12 @@ class Range:
     high: float | str = math.inf
     null: bool | str = False
     infinite: bool = False  # +inf allowed: a measurement that overflowed or divided by 0
+    beyond: int = 0  # added to the column `high` names
 
     def allowed(self) -> str:
         finite = "a number" if self.infinite else "a finite number"
         high = self.high if isinstance(self.high, str) else f"{self.high:g}"
+        high += f" + {self.beyond}" if self.beyond else ""
         text = (f"{finite} >= {self.low:g}" if self.high == math.inf
                 else f"{finite} in [{self.low:g}, {high}]")
         if isinstance(self.null, str):
@@ -178,6 +195,9 @@ OUTCOME_RANGES: dict[str, Range] = {
     "bn_var_ratio_best": BN_RATIO,
     "diverged_epoch": Range(1, null=True),
     "wall_time_s": MEASURE,
+    # a resume from the final checkpoint (records deleted after a failed job) is at
+    # epochs + 1; one at the epoch a run diverged in is past its epochs_run
+    "resumed_from_epoch": Range(1, "epochs", null=True, beyond=1),
 }
 
 
@@ -189,7 +209,9 @@ def summary_record(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: flo
                    diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
                    device: str, determinism: str = "", torch_version: str | None = None,
                    data_verification: str | None = None, test_acc_best: float | None = None,
-                   record_source: str = TRAINED) -> dict[str, Any]:
+                   record_source: str = TRAINED, host: str | None = None,
+                   slurm_job_id: str | None = None,
+                   resumed_from_epoch: int | None = None) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history; `test_acc_best`,
     where given, is the weights at tau_best tested on Recipe.best_test_subset images."""
     h = history.sort_values("epoch").reset_index(drop=True)
@@ -224,6 +246,7 @@ def summary_record(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: flo
         "T_SGD": at(last, "T_SGD"), "T_L2": at(last, "T_L2"), "T_adapt": at(last, "T_adapt"),
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
         "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
+        "host": host, "slurm_job_id": slurm_job_id, "resumed_from_epoch": resumed_from_epoch,
         "torch_version": torch_version, **versions(),
         "data_verification": data_verification, "record_source": record_source,
         "schema_version": SCHEMA_VERSION,
@@ -311,7 +334,8 @@ def check_ranges(frame: pd.DataFrame, ranges: dict[str, Range], where: Where) ->
 
     for name, allowed in ranges.items():
         values = floats(name)
-        high = floats(allowed.high) if isinstance(allowed.high, str) else allowed.high
+        high = (floats(allowed.high) + allowed.beyond if isinstance(allowed.high, str)
+                else allowed.high)
         with np.errstate(invalid="ignore"):
             inside = (values >= allowed.low) & (values <= high)
         if not allowed.infinite:

@@ -1,24 +1,33 @@
 """Heartbeats: which process trains which pack, and whether it still does.
 
 While `initmem train` trains a pack it keeps `<checkpoint root>/<pack key>.heartbeat.json`
-(pid, host, start, pack, epoch of its total, last beat), rewritten atomically at every
-epoch end and at most every BEAT_EVERY_S seconds between. It is removed when the pack is
-trained; a process that stops otherwise (preempted, interrupted, failed) marks it `ended`
-with why, and one that was SIGKILLed leaves it as it was; one orphaned by a killed
-Snakemake goes on beating.
+(pid, host, start, pack, epoch of its total, last beat; inside SLURM its job id, node and
+restart count), rewritten atomically at every epoch end and at most every BEAT_EVERY_S
+seconds between. It is removed when the pack is trained; a process that stops otherwise
+(preempted, interrupted, failed) marks it `ended` with why, and one that was SIGKILLed
+leaves it as it was; one orphaned by a killed Snakemake goes on beating.
 
-A heartbeat is
+A heartbeat is, with a reason in words (`state` returns both)
     live      its process is alive (same host) or it beat recently (another host)
     stalled   its process is alive but has not beaten for longer than an epoch should take
               (another host: no recent beat; that process may be dead or hung)
-    dead      its process is gone without a word (same host: SIGKILL, a lost node)
+    dead      its process is gone without a word (same host: SIGKILL; another host: SLURM
+              says its job no longer runs there)
     ended     its process said it stopped (the pack resumes from its checkpoint)
+Another host's beat is judged by SLURM where SLURM answers (records.cluster), by its age
+where it does not. It is dead when it carries a SLURM job id and this process is a later
+start of that same job (a requeued job: SLURM runs one instance of a job at a time), or
+squeue does not list the job (it ended), or lists it in another state than RUNNING
+(pending after a requeue, completing), or running on nodes without the beat's, or sinfo
+shows the beat's node down. Otherwise it is live while its last beat is younger than
+max(STALL_MIN_S, 2 epochs as it measured them), then stalled.
+
 Before training a pack, `initmem train` takes `<pack key>.lock` (an exclusive flock,
 which the kernel drops when its process dies, even by SIGKILL), so of two trainers that
 start on one pack at the same instant exactly one goes on; then it refuses when a live or
 stalled heartbeat of another process on this host, or a live one from another host, holds
-it: an unlock and rerun of Snakemake can never train one pack twice. A dead one is taken
-over with a warning.
+it: an unlock and rerun of Snakemake can never train one pack twice. A dead one, or
+another host's stalled one, is taken over with a warning naming why.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import Any
 from initmem.errors import InputError
 from initmem.plan.inputs import parse_json
 from initmem.plan.spec import Pack
+from initmem.records import cluster
 from initmem.records.files import atomic_write_bytes
 
 log = logging.getLogger("initmem.train")
@@ -83,17 +93,62 @@ def stall_after_s(beat: dict[str, Any]) -> float:
     return max(STALL_MIN_S, 2 * epoch_s) if epoch_s else STALL_MIN_S
 
 
-def state(beat: dict[str, Any], now: float | None = None, host: str | None = None) -> str:
-    """live, stalled, dead or ended (module docstring)."""
+@dataclass(frozen=True)
+class Verdict:
+    """A heartbeat's state (LIVE, STALLED, DEAD, ENDED) and why, in words."""
+
+    state: str
+    why: str
+
+
+def state(beat: dict[str, Any], now: float | None = None, host: str | None = None,
+          slurm: cluster.Snapshot | None = None) -> Verdict:
+    """Live, stalled, dead or ended, and why (module docstring). `slurm` judges another
+    host's beat: pass one snapshot to judge many beats by (a fresh one when None)."""
     if beat.get("ended"):
-        return ENDED
+        return Verdict(ENDED, f"its trainer stopped: {beat['ended']}")
     age = (time.time() if now is None else now) - beat["beat"]
-    recent = age <= stall_after_s(beat)
-    if beat["host"] != (host or socket.gethostname()):
-        return LIVE if recent else STALLED
-    if not pid_alive(beat["pid"]):
-        return DEAD
-    return LIVE if recent else STALLED
+    if beat["host"] == (host or socket.gethostname()):
+        if not pid_alive(beat["pid"]):
+            return Verdict(DEAD, f"pid {beat['pid']} is gone from this host")
+        return _by_age(beat, age)
+    dead, said = _slurm_says(beat, cluster.Snapshot() if slurm is None else slurm)
+    return Verdict(DEAD, said) if dead else _by_age(beat, age, said)
+
+
+def _by_age(beat: dict[str, Any], age: float, said: str = "") -> Verdict:
+    limit = stall_after_s(beat)
+    recent = age <= limit
+    words = (f"last beat {age:.0f} s ago, "
+             + (f"within {limit:.0f} s" if recent else f"more than {limit:.0f} s"))
+    return Verdict(LIVE if recent else STALLED, f"{said}; {words}" if said else words)
+
+
+def _slurm_says(beat: dict[str, Any], slurm: cluster.Snapshot) -> tuple[bool, str]:
+    """Whether SLURM says another host's trainer is gone, and what it says ("" without
+    a job id in the beat)."""
+    job = beat.get("slurm_job_id")
+    if not job:
+        return False, ""
+    names = ({beat["slurm_node"]} if beat.get("slurm_node")
+             else {beat["host"], beat["host"].split(".")[0]})
+    node = min(names, key=len)
+    mine = cluster.this_job()
+    if mine is not None and mine.id == job and mine.restarts > beat.get("slurm_restarts", 0):
+        return True, f"this is SLURM job {job} again (requeued)"
+    if slurm.jobs is None:
+        return False, f"SLURM does not answer about job {job}"
+    if job not in slurm.jobs:
+        return True, f"SLURM job {job} has ended (squeue does not list it)"
+    job_state = slurm.jobs[job][0]
+    if job_state != cluster.RUNNING:
+        return True, f"SLURM job {job} is {job_state}, not running on {node}"
+    nodes = slurm.nodes(job)
+    if nodes is not None and not names & nodes:
+        return True, f"SLURM job {job} runs on {','.join(sorted(nodes))}, not on {node}"
+    if slurm.down is not None and names & slurm.down:
+        return True, f"node {node} is down"
+    return False, f"SLURM job {job} runs on {node}"
 
 
 def holder(beat: dict[str, Any]) -> str:
@@ -131,16 +186,17 @@ def _check_free(path: Path) -> None:
     beat = read(path)
     if beat is None or (beat["pid"] == os.getpid() and beat["host"] == socket.gethostname()):
         return
-    now_state = state(beat)
-    if now_state == ENDED:
+    verdict = state(beat)
+    if verdict.state == ENDED:
         return
-    if now_state == DEAD or (now_state == STALLED and beat["host"] != socket.gethostname()):
-        log.warning("taking over pack %s from %s: its heartbeat is %s (last beat %.0f s ago)",
-                    beat["pack"], holder(beat), now_state, time.time() - beat["beat"])
+    if verdict.state == DEAD or (verdict.state == STALLED
+                                 and beat["host"] != socket.gethostname()):
+        log.warning("taking over pack %s from %s: its heartbeat is %s (%s)",
+                    beat["pack"], holder(beat), verdict.state, verdict.why)
         return
     raise Held(f"pack {beat['pack']} ({beat.get('spec')}) is being trained by {holder(beat)} "
-               f"({now_state}, last beat {time.time() - beat['beat']:.0f} s ago); end that "
-               "process or wait for it (`initmem status` lists trainers)")
+               f"({verdict.state}: {verdict.why}); end that process or wait for it "
+               "(`initmem status` lists trainers)")
 
 
 def _lock(path: Path, beat_path: Path) -> int:
@@ -153,7 +209,7 @@ def _lock(path: Path, beat_path: Path) -> int:
         except BlockingIOError:
             os.close(fd)
             beat = read(beat_path)
-            who = holder(beat) if beat else "another process on this host"
+            who = holder(beat) if beat else "a process that has not written its heartbeat yet"
             raise Held(f"pack {path.name.removesuffix('.lock')} is being trained by {who} "
                        f"(it holds {path}); end that process or wait for it (`initmem "
                        "status` lists trainers)") from None
@@ -185,12 +241,13 @@ def held(root: Path, pack: Pack, spec: Path):
 
 @contextmanager
 def _beating(path: Path, pack: Pack, spec: Path):
-    now = time.time()
+    now, job = time.time(), cluster.this_job()
     heartbeat = Heartbeat(path, {
         "pid": os.getpid(), "host": socket.gethostname(), "start": now, "pack": pack.key,
         "spec": str(spec), "recipe_id": pack.recipe.recipe_id, "b": pack.recipe.b,
         "runs": len(pack.runs), "epochs": pack.recipe.epochs, "part": 1, "parts": 1,
-        "epoch_s": None})
+        "epoch_s": None, "slurm_job_id": job and job.id, "slurm_node": job and job.node,
+        "slurm_restarts": job and job.restarts})
     heartbeat.beat(1)
     try:
         yield heartbeat

@@ -219,7 +219,8 @@ def generate(config: dict, seed: int = 0, families: list[str] | None = None,
 
 
 PROVENANCE = {"diverged": False, "diverged_epoch": None, "wall_time_s": 0.0,
-              "device": "synthetic", "determinism": None, "torch_version": None,
+              "device": "synthetic", "determinism": None, "host": None,
+              "slurm_job_id": None, "resumed_from_epoch": None, "torch_version": None,
               **records.versions(), "data_verification": None, "record_source": SOURCE,
               "schema_version": records.SCHEMA_VERSION}
 

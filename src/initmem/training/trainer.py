@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -32,6 +33,7 @@ from torch.func import functional_call
 
 from initmem.plan.schedule import learning_rate
 from initmem.plan.spec import Pack, Run
+from initmem.records import cluster
 from initmem.records.files import history_frame, summary_record, write_records
 from initmem.training import checkpoint, data
 from initmem.training.models import PackedNet, bn_variance_ratio, build_model
@@ -247,6 +249,7 @@ class PackTrainer:
             correct=torch.zeros(len(runs), device=device))
         self.stop_requested = False  # set by a signal handler
         self.summaries: list[dict[str, Any]] = []
+        self.resumed_from_epoch: int | None = None  # the loop's epoch at a resume
         if checkpoint_dir is not None:
             self._resume()
 
@@ -384,7 +387,9 @@ class PackTrainer:
                                  determinism=f"{determinism_settings(self.device)}; "
                                              f"{self.train_step.describe()}",
                                  torch_version=torch.__version__,
-                                 data_verification=self.splits.verification)
+                                 data_verification=self.splits.verification,
+                                 host=socket.gethostname(), slurm_job_id=cluster.job_id(),
+                                 resumed_from_epoch=self.resumed_from_epoch)
         write_records(self.out_dir / state.run.run_dir, history, summary)
         state.written = True
         self.summaries.append(summary)
@@ -448,6 +453,7 @@ class PackTrainer:
                 continue
             for reason in failed:
                 log.warning("%s; resuming from the older %s instead", reason, path.name)
+            self.resumed_from_epoch = self.loop.epoch
             log.info("resumed from checkpoint %s at epoch %d, update %d", path.name,
                      self.loop.epoch, self.loop.k)
             return
