@@ -93,7 +93,7 @@ def checkout_with(where: Path, config: dict) -> Path:
 
 
 def one_pack_config(epochs: int) -> dict:
-    """The test config cut to one pack (Adam) of `epochs` epochs: about 0.15 s each."""
+    """The test config cut to one pack (Adam) of `epochs` epochs."""
     config = yaml.safe_load(TEST_CONFIG.read_text())
     config["families"]["main"]["grid"]["optimizer"] = ["adam"]
     config["families"]["main"]["recipe"]["epochs"] = epochs
@@ -110,26 +110,32 @@ def sweep(checkout: Path, env: dict[str, str], target: str = "all", background: 
                             env={**os.environ, "PATH": path, **env})
 
 
-def local_run(checkout: Path) -> subprocess.Popen:
-    """The same config trained here without SLURM, uninterrupted (the reference)."""
-    return subprocess.Popen(
-        [str(BIN / "snakemake"), "results/aggregate/runs.parquet", "--cores", "1",
-         "--configfile", "config/sweep.yaml"], cwd=checkout, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def trained_here(checkout: Path) -> Path:
+    """The checkout's config trained here without SLURM, uninterrupted (the reference)."""
+    done = subprocess.run([str(BIN / "snakemake"), AGGREGATE, "--cores", "1",
+                           "--configfile", "config/sweep.yaml"], cwd=checkout, text=True,
+                          capture_output=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    return checkout
 
 
-# Where and when a record was made, not what training made: equal runs differ here.
-PROVENANCE = ["wall_time_s", "host", "slurm_job_id", "resumed_from_epoch"]
+LONG_EPOCHS = 120  # one pack of them trains in about 20 s
+
+
+@pytest.fixture(scope="module")
+def long_pack_alone(tmp_path_factory) -> Path:
+    """One pack of LONG_EPOCHS trained here in one go: what interrupted ones must equal."""
+    where = tmp_path_factory.mktemp("alone") / "checkout"
+    return trained_here(checkout_with(where, one_pack_config(LONG_EPOCHS)))
 
 
 def trained_values(checkout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summaries less provenance, histories) of the checkout's aggregate, by run."""
-    aggregate = checkout / "results" / "aggregate"
-    summary = pd.read_parquet(aggregate / "runs.parquet").sort_values("run_id")
-    history = pd.read_parquet(aggregate / "history.parquet")
-    history = history.sort_values(["run_id", "epoch"]).reset_index(drop=True)
-    summary = summary.drop(columns=[c for c in PROVENANCE if c in summary.columns])
-    return summary.reset_index(drop=True), history
+    """(summaries less where and when they were made, histories) of the sweep's runs."""
+    runs = grid.expand_runs(grid.load_config(checkout / "config" / "sweep.yaml"))
+    summaries, histories = files.read_folder_records(checkout / "results" / "runs", runs)
+    assert summaries.num_rows == len(runs)
+    return (summaries.to_pandas().drop(columns=list(files.PROVENANCE_COLUMNS)),
+            histories.to_pandas())
 
 
 def assert_same_training(a: Path, b: Path) -> None:
@@ -201,8 +207,8 @@ def test_the_test_config_spreads_over_both_nodes_and_trains_as_on_one(
     assert summary["slurm_job_id"].nunique() == 2 and summary["resumed_from_epoch"].isna().all()
     for target in ("tables/table1.tex", "figures/fig1.pdf", "paper/paper.pdf"):
         assert (checkout / "results" / target).stat().st_size > 0, target
-    alone = checkout_with(tmp_path / "alone", yaml.safe_load(TEST_CONFIG.read_text()))
-    finished(local_run(alone))
+    alone = trained_here(checkout_with(tmp_path / "alone",
+                                       yaml.safe_load(TEST_CONFIG.read_text())))
     assert_same_training(checkout, alone)
 
 
@@ -216,13 +222,12 @@ def test_status_prints_the_same_counts_on_either_node_and_here(test_config_on_tw
         assert (got["counts"], got["total"]) == (seen["here"]["counts"], seen["here"]["total"])
 
 
-def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, tmp_path):
+def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, long_pack_alone,
+                                                       tmp_path):
     """Every process of the training node's namespace killed after a checkpoint: SLURM
     takes the node down and requeues the job (same job id) onto the other node, whose
     trainer takes the pack over at once (SLURM says its holder is gone) and resumes."""
-    config = one_pack_config(epochs=200)
-    checkout = checkout_with(tmp_path / "lost", config)
-    alone = local_run(checkout_with(tmp_path / "alone", config))
+    checkout = checkout_with(tmp_path / "lost", one_pack_config(LONG_EPOCHS))
     proc = sweep(checkout, profile_env, AGGREGATE, background=True)
     try:
         job_id, node = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
@@ -246,8 +251,7 @@ def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, tmp_path):
     assert (summary["host"] != node).all() and (summary["slurm_job_id"] == job_id).all()
     assert (summary["resumed_from_epoch"] > 1).all()  # resumed, not restarted at epoch 0
     assert status_json(checkout, profile_env)["total"]["completed"] == 2
-    finished(alone)
-    assert_same_training(checkout, tmp_path / "alone")
+    assert_same_training(checkout, long_pack_alone)
 
 
 def kill_node(node: str) -> None:
@@ -263,12 +267,10 @@ def node_state(node: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_preempted_job_resumes_on_either_node(profile_env, tmp_path):
+def test_a_preempted_job_resumes_on_either_node(profile_env, long_pack_alone, tmp_path):
     """`scontrol requeue` while the pack trains: SIGTERM, a checkpoint and exit; SLURM
     starts the same job again, which resumes from the checkpoint."""
-    config = one_pack_config(epochs=100)
-    checkout = checkout_with(tmp_path / "preempted", config)
-    alone = local_run(checkout_with(tmp_path / "alone", config))
+    checkout = checkout_with(tmp_path / "preempted", one_pack_config(LONG_EPOCHS))
     proc = sweep(checkout, profile_env, AGGREGATE, background=True)
     try:
         job_id, _ = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
@@ -281,15 +283,14 @@ def test_a_preempted_job_resumes_on_either_node(profile_env, tmp_path):
     summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
     assert (summary["slurm_job_id"] == job_id).all()
     assert (summary["resumed_from_epoch"] >= 1).all()
-    finished(alone)
-    assert_same_training(checkout, tmp_path / "alone")
+    assert_same_training(checkout, long_pack_alone)
 
 
 def test_one_pack_submitted_twice_at_once_trains_once(two_nodes, tmp_path):
     """Two jobs of one pack on the two nodes at the same moment: one trains, the other
     ends at once with one line naming the holder's host and pid; one set of records."""
     config_file = tmp_path / "config.yaml"
-    config_file.write_text(yaml.safe_dump(one_pack_config(epochs=100)))
+    config_file.write_text(yaml.safe_dump(one_pack_config(LONG_EPOCHS)))
     ((pack_id, pack),) = grid.make_packs(grid.load_config(config_file)).items()
     spec = tmp_path / f"{pack_id}.json"
     pack.dump(spec)
