@@ -99,6 +99,10 @@ SKIPPED = {
         "reads the workflow's aggregate (test_workflow)",
     "snakemake --profile slurm all": "submits to a SLURM cluster (test_slurm)",
     "snakemake --profile slurm all --configfile config/gpu_first.yaml": "submits to SLURM",
+    "initmem slurm-profile": "writes the user's profile (the slurm-profile case above, with "
+                             "its own XDG_CONFIG_HOME; test_slurm_nodes)",
+    "snakemake --profile slurm all --configfile config/test.yaml --slurm-no-account "
+    "--slurm-status-command squeue": "submits to a two-node SLURM (test_slurm_nodes)",
     "snakemake results/figures/fig2.pdf --configfile archived.yaml --config "
     "archive=results/archive/runs.tar": "needs the archive `snakemake archive` packs",
     "snakemake --report results/report/report.html report_files --configfile CONFIG":
