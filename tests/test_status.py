@@ -192,6 +192,6 @@ def test_another_hosts_trainer_slurm_says_is_gone_is_dead_never_orphan_its_runs_
     assert cli.main(["status", "--config", str(TEST_CONFIG), "--records",
                      str(tmp_path / "runs"), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert [(t["state"], t["why"][:38]) for t in shown["trainers"]] == [
-        ("dead", "node imnode1 is down"),
-        ("live", "SLURM job 13 runs on imnode2; last beat")]
+    assert [t["state"] for t in shown["trainers"]] == ["dead", "live"]
+    assert shown["trainers"][0]["why"] == "node imnode1 is down"
+    assert shown["trainers"][1]["why"].startswith("SLURM job 13 runs on imnode2; last beat ")
