@@ -133,7 +133,7 @@ def test_where_slurm_does_not_answer_another_hosts_beat_is_judged_by_its_age(
     elif how != "missing":
         fake_slurm.answer("squeue", status=1, hang=how == "hanging")
     fake_slurm.answer("sinfo", ["imnode1|idle"])
-    said = ("SLURM job 12 runs on imnode1" if how == "unexpandable"
+    said = ("SLURM job 12 is running, on nodes scontrol did not expand" if how == "unexpandable"
             else "SLURM does not answer about job 12")
     assert state_of(beat_of(1, 599, **ON_IMNODE1)) == (
         heartbeat.LIVE, f"{said}; last beat 599 s ago, within 600 s")
