@@ -158,12 +158,17 @@ def test_spec_columns_follow_the_recipe():
     assert list(aggregate.spec_columns()) == ["run_id", *fields, "sigma_w", "seed"]
 
 
+# The columns schema 4 added (the others of LATER_COLUMNS came with schema 3)
+SCHEMA_4_COLUMNS = ("host", "slurm_job_id", "resumed_from_epoch")
+
+
 def as_written_by_schema(version: int, run_dir: Path) -> None:
     """Rewrite a run's records as an initmem of an older record schema wrote them:
-    without the LATER_COLUMNS, and with its schema_version."""
+    without the LATER_COLUMNS it lacked, and with its schema_version."""
+    lacked = SCHEMA_4_COLUMNS if version == 3 else LATER_COLUMNS
     for name in RECORD_FILES:
         table = pq.read_table(run_dir / name).replace_schema_metadata(None)
-        table = table.drop_columns([c for c in LATER_COLUMNS if c in table.column_names])
+        table = table.drop_columns([c for c in lacked if c in table.column_names])
         if "schema_version" in table.column_names:
             at = table.column_names.index("schema_version")
             table = table.set_column(at, "schema_version", pa.array([version]))
@@ -187,10 +192,28 @@ def test_records_of_schema_2_read_aggregate_and_verify_with_nan_later_columns(tm
         assert [r.isna().all() for _, r in ratios] == old_and_new
 
 
+def test_records_of_schema_3_read_aggregate_and_verify_with_null_provenance(tmp_path, runs):
+    """Before host, slurm_job_id and resumed_from_epoch: null (not recorded), beside new
+    records that carry them."""
+    for run in runs[:2]:
+        write_fake_run(tmp_path, run, host="imnode1", slurm_job_id="12", resumed_from_epoch=2)
+    as_written_by_schema(3, tmp_path / runs[0].run_dir)
+    _, summary = read_records(tmp_path / runs[0].run_dir)
+    assert summary["schema_version"].iloc[0] == 3
+    assert summary[list(SCHEMA_4_COLUMNS)].isna().all().all()
+    assert summary["bn_var_ratio_best"].notna().all()  # schema 3 had it
+    assert {f.state for f in verify_folders(tmp_path, runs[:2])} == {"good"}
+    table, _ = aggregate.aggregate(runs, *aggregate.read_folder_records(tmp_path, runs[:2]))
+    provenance = table[list(SCHEMA_4_COLUMNS)].head(2).astype(object)
+    assert provenance.where(provenance.notna(), None).values.tolist() == [
+        [None, None, None], ["imnode1", "12", 2]]
+    assert [str(table[c].dtype) for c in SCHEMA_4_COLUMNS] == ["string", "string", "Int64"]
+
+
 def test_records_of_an_unknown_schema_are_refused(tmp_path, runs):
     write_fake_run(tmp_path, runs[0])
     as_written_by_schema(1, tmp_path / runs[0].run_dir)
-    with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to 3"):
+    with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to 4"):
         read_records(tmp_path / runs[0].run_dir)
 
 

@@ -7,10 +7,12 @@ import socket
 import subprocess
 import time
 
+import pandas as pd
 import pytest
 from test_resume import PACK, cli, wait_for_checkpoint
 
 from initmem.records import cluster, heartbeat
+from initmem.records.files import read_records
 
 HOST = socket.gethostname()
 
@@ -131,7 +133,7 @@ def test_where_slurm_does_not_answer_another_hosts_beat_is_judged_by_its_age(
     elif how != "missing":
         fake_slurm.answer("squeue", status=1, hang=how == "hanging")
     fake_slurm.answer("sinfo", ["imnode1|idle"])
-    said = ("SLURM job 12 runs on imnode1" if how == "unexpandable"
+    said = ("SLURM job 12 is running, on nodes scontrol did not expand" if how == "unexpandable"
             else "SLURM does not answer about job 12")
     assert state_of(beat_of(1, 599, **ON_IMNODE1)) == (
         heartbeat.LIVE, f"{said}; last beat 599 s ago, within 600 s")
@@ -146,12 +148,15 @@ def write_beat(out, beat: dict):
     return path
 
 
-@pytest.mark.parametrize("how", ["live", "stalled", "other-host"])
-def test_a_pack_held_by_another_trainer_is_refused(tmp_path, other_trainer, how):
+@pytest.mark.parametrize("how", ["live", "stalled", "other-host", "slurm-runs-it-there"])
+def test_a_pack_held_by_another_trainer_is_refused(tmp_path, other_trainer, fake_slurm, how):
     spec, out = tmp_path / "pack.json", tmp_path / "out"
     PACK.dump(spec)
+    fake_slurm.answer("squeue", ["12|RUNNING|imnode1"])
+    fake_slurm.answer("sinfo", ["imnode1|mixed"])
     beat = {"live": beat_of(other_trainer), "stalled": beat_of(other_trainer, 3600),
-            "other-host": beat_of(1, host="gpu042")}[how]
+            "other-host": beat_of(1, host="gpu042"),
+            "slurm-runs-it-there": beat_of(1, 20, **ON_IMNODE1)}[how]
     path = write_beat(out, beat)
     proc = cli(spec, out)
     _, err = proc.communicate(timeout=120)
@@ -159,6 +164,8 @@ def test_a_pack_held_by_another_trainer_is_refused(tmp_path, other_trainer, how)
     line = f"pid {beat['pid']} on host {beat['host']}"
     last = err.splitlines()[-1]
     assert last.startswith("initmem train: error: ") and line in last and PACK.key in last
+    if how == "slurm-runs-it-there":
+        assert "(live: SLURM job 12 runs on imnode1; last beat " in last
     assert "Traceback" not in err
     assert json.loads(path.read_text()) == beat  # untouched
     assert not (out / PACK.runs[0].run_dir).exists()
@@ -204,3 +211,28 @@ def test_a_dead_trainers_heartbeat_is_taken_over_and_removed_at_the_end(tmp_path
     assert f"taking over pack {PACK.key} from pid {dead_pid} on host {HOST}" in err
     assert not path.exists()
     assert not (out / ".checkpoints").exists()  # the pack's folder went, then the empty root
+
+
+def test_initmem_train_takes_over_a_pack_slurm_says_is_gone_and_records_where_it_ran(
+        tmp_path, fake_slurm, monkeypatch):
+    """Another node's trainer whose job SLURM has requeued (pending): taken over at once,
+    with one warning saying why; the records name this host and this job, trained from
+    the start (no resume)."""
+    spec, out = tmp_path / "pack.json", tmp_path / "out"
+    PACK.dump(spec)
+    fake_slurm.answer("squeue", ["12|PENDING|", "77|RUNNING|imnode2"])
+    fake_slurm.answer("sinfo", ["imnode1|down", "imnode2|mixed"])
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    path = write_beat(out, beat_of(4242, 20, **ON_IMNODE1))
+    proc = cli(spec, out)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    warnings = [line for line in err.splitlines() if "taking over" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        f"taking over pack {PACK.key} from pid 4242 on host imnode1: its heartbeat is dead "
+        "(SLURM job 12 is PENDING, not running on imnode1)"), err
+    assert not path.exists()
+    for run in PACK.runs:
+        summary = read_records(out / run.run_dir)[1].iloc[0]
+        assert (summary["host"], summary["slurm_job_id"]) == (HOST, "77")
+        assert pd.isna(summary["resumed_from_epoch"])

@@ -131,6 +131,10 @@ OUT_OF_RANGE = [
     ("history.parquet", "val_loss", math.nan, "val_loss=nan is out of range; allowed: a "
      "finite number >= 0"),
     ("history.parquet", "epoch", 0, "epoch=0 is out of range"),
+    ("summary.parquet", "resumed_from_epoch", 0, "resumed_from_epoch=0 is out of range; "
+     "allowed: a finite number in [1, epochs + 1], or NaN"),
+    ("summary.parquet", "resumed_from_epoch", 10**6, "resumed_from_epoch=1e+06 is out of "
+     "range"),
 ]
 
 

@@ -7,6 +7,7 @@ import io
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -102,7 +103,16 @@ def stopped_after(updates: int, splits, out: Path, ckpt: Path) -> PackTrainer:
     return trainer
 
 
-def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path):
+def provenance(out: Path) -> list[tuple]:
+    """Each run's host, SLURM job and resumed epoch (None for null)."""
+    summaries = [read_records(out / run.run_dir)[1].iloc[0] for run in PACK.runs]
+    return [tuple(None if pd.isna(s[c]) else s[c]
+                  for c in ("host", "slurm_job_id", "resumed_from_epoch")) for s in summaries]
+
+
+def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     trainer = stopped_after(7, splits, out, ckpt)
     assert trainer.loop.k == 7 and trainer.loop.step == 2  # epoch 2, update 2 of 5
@@ -112,6 +122,10 @@ def test_resume_after_a_stop_in_mid_epoch_is_bitwise_equal(splits, uninterrupted
     assert_same_records(uninterrupted[0], out)
     for name, tensor in uninterrupted[1].items():
         assert torch.equal(tensor, model[name]), name
+    # the records say it resumed in epoch 2; the uninterrupted ones that it did not
+    host = socket.gethostname()
+    assert provenance(out) == [(host, None, 2)] * 2
+    assert provenance(uninterrupted[0]) == [(host, None, None)] * 2
 
 
 def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, uninterrupted,
@@ -125,6 +139,7 @@ def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, unint
     PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False).run()
     assert_same_records(uninterrupted[0], out)
     assert records(out)[0]["bn_var_ratio"].gt(0).all()
+    assert [resumed for *_, resumed in provenance(out)] == [1, 1]
 
 
 def sealed_bytes(body: bytes) -> bytes:
@@ -368,6 +383,9 @@ def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path
         pd.testing.assert_frame_equal(old.drop(columns=list(PROVENANCE_COLUMNS)),
                                       new.drop(columns=list(PROVENANCE_COLUMNS)),
                                       check_exact=True)
+        # resumed from the final checkpoint, past the last epoch: the records only
+        assert old["resumed_from_epoch"].isna().all()
+        assert new["resumed_from_epoch"].tolist() == [recipe.epochs + 1]
     assert not (out / ".checkpoints").exists()  # no empty folder left
 
 

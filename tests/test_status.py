@@ -160,3 +160,38 @@ def test_slurm_jobs_come_live_from_squeue_and_ended_from_sacct(tmp_path, monkeyp
         ("11", "PREEMPTED", "exit code 0:15")]
     fake_tool(tmp_path, "sacct", "sacct: error: Slurm accounting storage is disabled", 1)
     assert [j["job_id"] for j in status.slurm_jobs({"main-p0": ["main-p0"]})] == ["12"]
+
+
+def test_another_hosts_trainer_slurm_says_is_gone_is_dead_never_orphan_its_runs_failed(
+        tmp_path, fake_slurm, capsys):
+    """Two trainers on other nodes: one whose node SLURM shows down, one SLURM runs
+    there; one snapshot (one squeue of every user's jobs) judges both."""
+    fake_slurm.answer("squeue", ["12|RUNNING|imnode1", "13|RUNNING|imnode2"])
+    fake_slurm.answer("sinfo", ["imnode1|down*", "imnode2|mixed"])
+    root = tmp_path / "runs" / ".checkpoints"
+    root.mkdir(parents=True)
+    packs = list(grid.make_packs(grid.load_config(TEST_CONFIG)).values())
+    now = time.time()
+    for pack, job, node in zip(packs, ("12", "13"), ("imnode1", "imnode2"), strict=True):
+        beat = {"pid": 4242, "host": node, "start": now - 100, "beat": now - 20,
+                "pack": pack.key, "epoch": 2, "epochs": 3, "epoch_s": 10.0,
+                "slurm_job_id": job, "slurm_node": node, "slurm_restarts": 0}
+        heartbeat.path_of(root, pack).write_text(json.dumps(beat))
+    got = status.sweep_status(TEST_CONFIG, tmp_path / "runs")
+    assert got.total == {**{s: 0 for s in status.STATES}, status.FAILED: 2, status.RUNNING: 2}
+    assert [(t.host, t.state, t.orphan) for t in got.trainers] == [
+        ("imnode1", heartbeat.DEAD, False), ("imnode2", heartbeat.LIVE, False)]
+    assert got.trainers[0].why == "node imnode1 is down"
+    assert [c for c in fake_slurm.calls() if c.startswith("squeue -h -a")] == \
+        ["squeue -h -a -o %i|%T|%N"]
+    assert cli.main(["status", "--config", str(TEST_CONFIG), "--records",
+                     str(tmp_path / "runs")]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if "imnode1" in line)
+    assert "dead (node imnode1 is down)  4242  imnode1" in row and "orphan" not in text
+    assert cli.main(["status", "--config", str(TEST_CONFIG), "--records",
+                     str(tmp_path / "runs"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [t["state"] for t in shown["trainers"]] == ["dead", "live"]
+    assert shown["trainers"][0]["why"] == "node imnode1 is down"
+    assert shown["trainers"][1]["why"].startswith("SLURM job 13 runs on imnode2; last beat ")

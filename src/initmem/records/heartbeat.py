@@ -148,7 +148,8 @@ def _slurm_says(beat: dict[str, Any], slurm: cluster.Snapshot) -> tuple[bool, st
         return True, f"SLURM job {job} runs on {','.join(sorted(nodes))}, not on {node}"
     if slurm.down is not None and names & slurm.down:
         return True, f"node {node} is down"
-    return False, f"SLURM job {job} runs on {node}"
+    return False, (f"SLURM job {job} is running, on nodes scontrol did not expand" if nodes is None
+                   else f"SLURM job {job} runs on {node}")
 
 
 def holder(beat: dict[str, Any]) -> str:
