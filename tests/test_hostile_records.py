@@ -220,8 +220,19 @@ def test_a_member_that_is_no_regular_file_says_what_it_is(tmp_path, capsys, kind
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("pid", ["../../etc/passwd", -1, 0, 1.5, True, None])
-def test_a_heartbeat_whose_pid_is_no_process_reads_as_none(tmp_path, pid):
+BEAT = {"pid": 7, "host": "h", "pack": "x", "start": 1.0, "beat": 2.0, "epoch": 1,
+        "epochs": 3, "slurm_job_id": "12", "slurm_node": "n1", "epoch_s": None}
+
+
+@pytest.mark.parametrize("field, value", [
+    *(("pid", pid) for pid in ["../../etc/passwd", -1, 0, 1.5, True, None]),
+    ("host", ["h"]), ("beat", "soon"), ("epoch", 1.5), ("slurm_node", ["n1", "n2"]),
+    ("slurm_job_id", 12), ("slurm_restarts", "1"), ("ended", {"why": 1}), ("pack", None)])
+def test_a_heartbeat_of_fields_no_trainer_writes_reads_as_none(tmp_path, field, value):
+    """status signals the pid, reads /proc/<pid>/ and formats the rest: a beat of other
+    types (a shared folder may hold anyone's file) is no trainer's."""
     path = tmp_path / f"x{heartbeat.SUFFIX}"
-    path.write_text(json.dumps({"pid": pid, "host": "h", "pack": "x"}))
+    path.write_text(json.dumps(BEAT))
+    assert heartbeat.read(path) == BEAT
+    path.write_text(json.dumps({**BEAT, field: value}))
     assert heartbeat.read(path) is None

@@ -66,16 +66,32 @@ def path_of(root: Path, pack: Pack) -> Path:
     return root / f"{pack.key}{SUFFIX}"
 
 
-def read(path: Path) -> dict[str, Any] | None:
+# A heartbeat's fields as a trainer writes them (a shared results folder may hold anyone's
+# file: status signals the pid, reads /proc/<pid>/ and formats the rest): required, then
+# those that may be absent or null.
+NUMBER = (int, float)
+FIELDS = {"pid": int, "host": str, "pack": str, "start": NUMBER, "beat": NUMBER,
+          "epoch": int, "epochs": int}
+OPTIONAL_FIELDS = {"spec": str, "epoch_s": NUMBER, "ended": str, "part": int, "parts": int,
+                   "slurm_job_id": str, "slurm_node": str, "slurm_restarts": int}
+
+
+def read(path: Path, fields: dict[str, Any] = FIELDS) -> dict[str, Any] | None:
     """A heartbeat's fields, or None when it is gone, half written or not one a trainer
-    writes: its pid must be a positive integer, since `initmem status` signals it and
-    reads /proc/<pid>/ (a shared results folder may hold anyone's file)."""
+    writes (each field of its type, the pid positive); `fields`: the ones required."""
     try:
         beat = parse_json(path.read_text(), path)
     except (OSError, ValueError):
         return None
-    pid = beat.get("pid") if isinstance(beat, dict) else None
-    return beat if type(pid) is int and pid > 0 else None
+    if not isinstance(beat, dict):
+        return None
+    typed = all(_is(beat.get(k), t) for k, t in fields.items()) and all(
+        beat.get(k) is None or _is(beat[k], t) for k, t in OPTIONAL_FIELDS.items())
+    return beat if typed and beat["pid"] > 0 else None
+
+
+def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def pid_alive(pid: int) -> bool:
@@ -201,23 +217,36 @@ def _check_free(path: Path) -> None:
 
 
 def _lock(path: Path, beat_path: Path) -> int:
-    """An exclusive flock on `path`, or Held naming the holder; retried when the file was
-    unlinked by its previous holder between our open and our lock."""
+    """An exclusive flock on `path`, which then names its holder (pid, host), or Held
+    naming the holder; retried when the file was unlinked by its previous holder between
+    our open and our lock."""
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            beat = read(beat_path)
-            who = holder(beat) if beat else "a process that has not written its heartbeat yet"
-            raise Held(f"pack {path.name.removesuffix('.lock')} is being trained by {who} "
-                       f"(it holds {path}); end that process or wait for it (`initmem "
-                       "status` lists trainers)") from None
+            raise Held(f"pack {path.name.removesuffix('.lock')} is being trained by "
+                       f"{_lock_holder(path, beat_path)} (it holds {path}); end that process "
+                       "or wait for it (`initmem status` lists trainers)") from None
         with suppress(FileNotFoundError):
             if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                me = {"pid": os.getpid(), "host": socket.gethostname()}
+                os.write(fd, json.dumps(me).encode())
                 return fd
         os.close(fd)
+
+
+def _lock_holder(path: Path, beat_path: Path) -> str:
+    """Who holds the lock: as the lock file names it (written right after the lock is
+    taken, so briefly waited for), else as the heartbeat does (which may still be a
+    previous trainer's while the holder judges it)."""
+    for _ in range(20):
+        if (me := read(path, {"pid": int, "host": str})) is not None:
+            return holder(me)
+        time.sleep(0.05)
+    beat = read(beat_path)
+    return holder(beat) if beat else "a process that has not named itself yet"
 
 
 @contextmanager
