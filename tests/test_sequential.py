@@ -124,6 +124,18 @@ def test_futility_asks_for_predictive_power_not_todays_spread_at_the_maximum_see
     assert sequential.decide(claim, {"s": hopeless}, [], (0.2,), {"s": 25}).kind == "futile"
 
 
+def test_a_lucky_draw_moves_an_equivalence_to_its_middle_and_no_further():
+    """|beta|'s SGD decay 0.1 decades, to be within 0.5 of 0: the seeds to come move it
+    at best to 0 (not past it, which would leave the margin's middle again), at worst
+    away from 0; a bound moves its whole way."""
+    values = {"d": mean(0.1, 1.0, 5)}
+    equivalence = sequential.tested({"holds": ["d ~ 0 within 0.5"]}, values, 0.05)[0]
+    assert [sequential.moved(equivalence, values, {"d": 0.4}, z)["d"].value
+            for z in (1.0, -1.0)] == pytest.approx([0.0, 0.5])
+    bound = sequential.tested({"holds": ["d <= 0.5"]}, values, 0.05)[0]
+    assert sequential.moved(bound, values, {"d": 0.4}, 1.0)["d"].value == pytest.approx(-0.3)
+
+
 def test_undecided_at_the_last_look_is_futile():
     assert decide(3.0, 8.0, 15, fractions=(1 / 3, 2 / 3, 1.0)).kind == "futile"
 

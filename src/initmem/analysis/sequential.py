@@ -146,17 +146,21 @@ def still_to_move(e: Estimate, n: int) -> float:
 
 def moved(condition: judge.Condition, values: Mapping[str, Estimate],
           sd: Mapping[str, float], z: float) -> dict[str, Estimate]:
-    """`values` with the condition's terms moved z standard deviations of its statistic
-    (sum c_i value_i; each term's `sd` still to move) toward holding (z < 0: toward
-    failing), each term in proportion to its share of the variance (a spread no lower
-    than 0)."""
-    toward = {">>": 1.0, ">=": 1.0, "<=": -1.0}.get(
-        condition.op, -math.copysign(1.0, condition.estimate.value))  # ~: toward the middle
-    total = math.sqrt(sum((c * sd[name]) ** 2 for c, name in condition.terms))
+    """`values` with the condition's statistic (sum c_i value_i; each term's `sd` still to
+    move) moved z of its standard deviations toward holding (z < 0: toward failing; an
+    equivalence's toward its middle, no further), each term in proportion to its share
+    of the variance (a spread no lower than 0)."""
+    variance = sum((c * sd[name]) ** 2 for c, name in condition.terms)
+    step = z * math.sqrt(variance)
+    if condition.op == "~":
+        value = condition.estimate.value  # lhs - rhs: 0 is the middle of the margin
+        delta = -math.copysign(1.0, value) * (min(abs(value), step) if step > 0 else step)
+    else:
+        delta = -step if condition.op == "<=" else step
     shifted = dict(values)
-    for c, name in condition.terms if total > 0 else ():
+    for c, name in condition.terms if variance > 0 else ():
         e = shifted[name]
-        value = e.value + toward * z * c * sd[name] ** 2 / total
+        value = e.value + delta * c * sd[name] ** 2 / variance
         shifted[name] = replace(e, value=max(value, 0.0) if e.kind == "spread" else value)
     return shifted
 
