@@ -20,12 +20,13 @@ Per look, in this order:
   holds           every condition's Holm-adjusted p lies below the look's level
   fails           some condition's interval at the Bonferroni level 1 - level/m excludes
                   the claimed effect (the same spending guards false failures)
-  futile          the last look, undecided; or earlier, its predictive power is below
-                  FUTILITY_POWER: the seeds still to come would hold or fail it less often
-                  than that, drawn from what today's data say of the truth (today's
-                  estimate with its standard error; a spread with the bias of its few
-                  seeds exchanged for that of the maximum). Non-binding: the boundaries
-                  ignore it, so stopping early for futility only lowers both error rates
+  futile          the last look, undecided; or earlier, from information FUTILITY_FROM
+                  on, its predictive power is below FUTILITY_POWER: the seeds still to
+                  come would hold or fail it less often than that, drawn from what today's
+                  data say of the truth (today's estimate with its standard error; a
+                  spread with the bias of its few seeds exchanged for that of the
+                  maximum). Non-binding: the boundaries ignore it, so stopping early for
+                  futility only lowers both error rates
   continue        otherwise: its cells get the next look's seeds
 """
 
@@ -51,8 +52,12 @@ DECIDED = ("holds", "fails")
 RHO = 2.0
 # A claim is futile before its last look when its maximum seeds would decide it (hold or
 # fail) with less than this probability, the truth drawn from what today's data say of it
-# (its predictive power; docs/claims.md compares thresholds' cost and power).
+# (its predictive power), once this share of its information is in: a first look on a
+# fifth of 25 seeds leaves a spread's standard error near 1 pp, and futility there cost
+# adaptive_forget_b128 12 in 100 holds at the paper's effects (docs/claims.md compares
+# the rules' cost and power).
 FUTILITY_POWER = 0.2
+FUTILITY_FROM = 0.4
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
@@ -206,8 +211,9 @@ def decide(claim: dict[str, Any], values: Mapping[str, Estimate], failed: Sequen
         return Decision("futile", level, f"undecided with all its seeds: {texts}",
                         tuple(conditions))
     last = boundaries((*fractions, 1.0))[-1]
-    if not reachable(claim, conditions, values, seeds_max, last):
+    if fractions[-1] >= FUTILITY_FROM and not reachable(claim, conditions, values, seeds_max,
+                                                         last):
         return Decision("futile", level, "its maximum seeds would hold or fail it with "
-                        f"conditional power under {FUTILITY_POWER:.0%} at today's estimates: "
+                        f"predictive power under {FUTILITY_POWER:.0%} from today's data: "
                         f"{texts}", tuple(conditions))
     return Decision("continue", level, texts, tuple(conditions))
