@@ -223,9 +223,12 @@ def test_fresh_demo_phases_from_the_files_each_one_leaves(tmp_path):
 def test_staged_design_targets_say_met_or_not():
     table = pd.DataFrame({"scale": [1.0, 0.0], "false_hold": [float("nan"), 0.04],
                           "false_fail": [0.0, 0.08], "expected_h": [150.0, 200.0],
-                          "max_h": [280.0, 280.0], "fixed_h": [274.0, 274.0]})
+                          "max_h": [280.0, 280.0], "fixed_h": [274.0, 274.0],
+                          "power": [0.62, float("nan")], "fixed_power": [0.66, float("nan")]})
     assert staged_design.targets(table) == [
         "false hold rate at most 5% at every scale: met (worst 4.0%)",
         "false fail rate at most 5% at every scale: NOT met (worst 8.0%)",
+        "true claims held at the paper's effects: 62.0% staged, 66.0% by the fixed design on "
+        "the same studies",
         "expected GPU-hours at most 60% of the fixed design's at the paper's effects: met (55%)",
         "max GPU-hours at most 110% of the fixed design's at the paper's effects: met (102%)"]

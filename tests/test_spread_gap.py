@@ -94,3 +94,24 @@ def test_false_hold_and_false_fail_rates_at_the_gpu_studys_seed_counts():
         print(f"the paper's | {a} | {b} | {found['holds']:.3f}, {found['welch_holds']:.3f} | "
               f"{found['refuted']:.3f}, {found['welch_refuted']:.3f}")
         assert found["refuted"] <= 0.05 + tolerance(0.05, studies)
+
+
+def test_the_expected_spread_is_the_bias_of_the_least_biased_shape():
+    """At no true spread the expected range of 5 standard normal means is d_5 = 2.326;
+    200,000 simulated studies agree at a true spread of 2 noise units; unbiased inverts
+    it, and none is 0."""
+    assert spread_gap.expected(0.0, 1.0, K) == pytest.approx(2.326, abs=1e-3)
+    rng = np.random.default_rng(0)
+    means = 2.0 * spread_gap.shape(K, extreme=False) + rng.standard_normal((200_000, K))
+    assert spread_gap.expected(2.0, 1.0, K) == pytest.approx(np.ptp(means, 1).mean(), abs=0.01)
+    assert spread_gap.unbiased(spread_gap.expected(2.0, 0.5, K), 0.5, K) == pytest.approx(2.0)
+    assert spread_gap.unbiased(1.0, 0.5, K) == 0.0
+
+
+def test_a_spread_projected_to_more_seeds_sheds_the_bias_of_its_few():
+    """Adam's b = 16 spread (the paper's 1.6 pp) seen as 2.2 pp on 5 seeds at noise 1.5 pp
+    expects less at 25; a spread far above its noise keeps its value."""
+    small = Estimate(2.2, "spread", 1.5, 5, 16, K, True)
+    assert 1.4 < spread_gap.at_seeds(small, 25) < 2.0
+    wide = Estimate(22.8, "spread", 1.5, 5, 16, K, True)
+    assert spread_gap.at_seeds(wide, 25) == pytest.approx(22.8, abs=1e-3)

@@ -20,14 +20,19 @@ Per look, in this order:
   holds           every condition's Holm-adjusted p lies below the look's level
   fails           some condition's interval at the Bonferroni level 1 - level/m excludes
                   the claimed effect (the same spending guards false failures)
-  futile          the last look, undecided; or earlier, its intervals narrowed to the
-                  maximum seeds around today's estimates would still decide nothing
-                  (non-binding: stopping early for futility only lowers both error rates)
+  futile          the last look, undecided; or earlier, from information FUTILITY_FROM
+                  on, its predictive power is below FUTILITY_POWER: the seeds still to
+                  come would hold or fail it less often than that, drawn from what today's
+                  data say of the truth (today's estimate with its standard error; a
+                  spread with the bias of its few seeds exchanged for that of the
+                  maximum). Non-binding: the boundaries ignore it, so stopping early for
+                  futility only lowers both error rates
   continue        otherwise: its cells get the next look's seeds
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -37,7 +42,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from initmem.analysis import claims as judge
-from initmem.analysis import gates, inference
+from initmem.analysis import gates, inference, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 
 DECISIONS = ("holds", "fails", "futile", "continue", "out of regime", "not run")
@@ -45,6 +50,14 @@ DECIDED = ("holds", "fails")
 
 
 RHO = 2.0
+# A claim is futile before its last look when its maximum seeds would decide it (hold or
+# fail) with less than this probability, the truth drawn from what today's data say of it
+# (its predictive power), once this share of its information is in: a first look on a
+# fifth of 25 seeds leaves a spread's standard error near 1 pp, and futility there cost
+# adaptive_forget_b128 12 in 100 holds at the paper's effects (docs/claims.md compares
+# the rules' cost and power).
+FUTILITY_POWER = 0.2
+FUTILITY_FROM = 0.4
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
@@ -94,13 +107,15 @@ class Decision:
     conditions: tuple[judge.Condition, ...] = ()
 
 
-def tested(claim: dict[str, Any], values: Mapping[str, Estimate],
+def tested(claim: dict[str, Any], values: Mapping[str, Estimate] | Sequence[Mapping[str, Estimate]],
            level: float) -> list[judge.Condition]:
     """The claim's conditions at a look's nominal level, Holm-adjusted within the claim
-    (the one call into the engine's tests: a change of convention there applies here)."""
+    (the one call into the engine's tests: a change of convention there applies here);
+    `values` one mapping for every condition, or one per condition."""
     m = len(claim["holds"])
-    conditions = [judge.test_condition(text, dict(values), claim.get("paper", {}), 1 - level / m)
-                  for text in claim["holds"]]
+    each = [values] * m if isinstance(values, Mapping) else values
+    conditions = [judge.test_condition(text, dict(v), claim.get("paper", {}), 1 - level / m)
+                  for text, v in zip(claim["holds"], each, strict=True)]
     for condition, p in zip(conditions, inference.holm([c.test.p for c in conditions]),
                             strict=True):
         condition.p_holm = p
@@ -115,10 +130,65 @@ def verdict(conditions: Sequence[judge.Condition], level: float) -> str:
 
 
 def at_seeds(e: Estimate, n: int) -> Estimate:
-    """The same estimate (value and noise) as n seeds would give it."""
+    """The estimate n seeds would give on average if today's were the truth: the same
+    noise, and a spread's value with its upward bias at today's seeds exchanged for the
+    (smaller) one at n (initmem.analysis.spread_gap)."""
     if e.kind == "exact" or not e.known:
         return e
-    return replace(e, n=n, df=e.df_at(n))
+    value = spread_gap.at_seeds(e, n) if e.kind == "spread" else e.value
+    return replace(e, value=value, n=n, df=e.df_at(n))
+
+
+def still_to_move(e: Estimate, n: int) -> float:
+    """The standard deviation of the value at n seeds around today's at e.n seeds, for a
+    truth known only through today's data (the predictive distribution under a flat
+    prior: today's standard error times sqrt((n - e.n) / n); a truth taken as known,
+    today's estimate, would leave only the new seeds' share, sqrt(e.n / n) of that)."""
+    if e.kind == "exact" or not e.known or n <= e.n:
+        return 0.0
+    return e.se * math.sqrt((n - e.n) / n)
+
+
+def moved(condition: judge.Condition, values: Mapping[str, Estimate],
+          sd: Mapping[str, float], z: float) -> dict[str, Estimate]:
+    """`values` with the condition's statistic (sum c_i value_i; each term's `sd` still to
+    move) moved z of its standard deviations toward holding (z < 0: toward failing; an
+    equivalence's toward its middle, no further), each term in proportion to its share
+    of the variance (a spread no lower than 0)."""
+    variance = sum((c * sd[name]) ** 2 for c, name in condition.terms)
+    step = z * math.sqrt(variance)
+    if condition.op == "~":
+        value = condition.estimate.value  # lhs - rhs: 0 is the middle of the margin
+        delta = -math.copysign(1.0, value) * (min(abs(value), step) if step > 0 else step)
+    else:
+        delta = -step if condition.op == "<=" else step
+    shifted = dict(values)
+    for c, name in condition.terms if variance > 0 else ():
+        e = shifted[name]
+        value = e.value + delta * c * sd[name] ** 2 / variance
+        shifted[name] = replace(e, value=max(value, 0.0) if e.kind == "spread" else value)
+    return shifted
+
+
+def reachable(claim: dict[str, Any], conditions: Sequence[judge.Condition],
+              values: Mapping[str, Estimate], seeds_max: Mapping[str, int],
+              level: float) -> bool:
+    """Whether the claim would still hold or fail at its maximum seeds (tested at `level`)
+    with predictive power FUTILITY_POWER or more: each condition's statistic at its
+    (1 - FUTILITY_POWER) predictive quantile toward the verdict (normal, around today's
+    estimates with a spread's bias moved to the maximum seeds). Each condition moves on
+    its own, as if a claim's conditions were all that lucky at once: for holding, which
+    needs every condition, that overstates the power, so futility stops fewer claims than
+    the exact predictive power would."""
+    at_max = {name: seeds_max.get(name, e.n) for name, e in values.items()}
+    projected = {name: at_seeds(e, at_max[name]) for name, e in values.items()}
+    sd = {name: still_to_move(e, at_max[name]) for name, e in values.items()}
+    z = float(stats.norm.isf(FUTILITY_POWER))
+    lucky = tested(claim, [moved(c, projected, sd, z) for c in conditions], level)
+    if verdict(lucky, level) == "holds":
+        return True
+    unlucky = tested(claim, [moved(c, projected, sd, -z) for c in conditions], level)
+    return any(c.test.refuted for c in unlucky)
 
 
 def decide(claim: dict[str, Any], values: Mapping[str, Estimate], failed: Sequence[gates.Gate],
@@ -141,8 +211,9 @@ def decide(claim: dict[str, Any], values: Mapping[str, Estimate], failed: Sequen
         return Decision("futile", level, f"undecided with all its seeds: {texts}",
                         tuple(conditions))
     last = boundaries((*fractions, 1.0))[-1]
-    projected = {name: at_seeds(e, seeds_max.get(name, e.n)) for name, e in values.items()}
-    if verdict(tested(claim, projected, last), last) == "open":
-        return Decision("futile", level, "its maximum seeds would leave today's estimates "
-                        f"undecided: {texts}", tuple(conditions))
+    if fractions[-1] >= FUTILITY_FROM and not reachable(claim, conditions, values, seeds_max,
+                                                         last):
+        return Decision("futile", level, "its maximum seeds would hold or fail it with "
+                        f"predictive power under {FUTILITY_POWER:.0%} from today's data: "
+                        f"{texts}", tuple(conditions))
     return Decision("continue", level, texts, tuple(conditions))

@@ -15,6 +15,10 @@ R), the others one at each end and the rest midway (the least); and since the R 
 known, the p-value is the largest over a family of them on the boundary, from the one
 nearest no spread at all (where the bias is largest) to the projection of the observed
 spreads (NULL_STEPS). Bounds invert the same test (bisection on theta, the same draws).
+
+The same bias moves a spread between seed counts: `at_seeds` projects one to more seeds
+(a staged study's futility look) through the bias every configuration has at least (the
+least biased shape), removed at today's seeds and restored at the projected ones.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import optimize, stats
 
 from initmem.analysis.inference import ALPHA, Estimate, Plan, Test, simulate
 
@@ -62,6 +67,39 @@ def shape(k: int, extreme: bool) -> np.ndarray:
     if extreme:
         return (np.arange(k) >= k // 2).astype(float)
     return np.r_[0.0, np.full(k - 2, 0.5), 1.0]
+
+
+RANGE_GRID = 0.01  # integration step of expected(), in units of a mean's noise
+
+
+def expected(spread: float, noise: float, k: int) -> float:
+    """E[max - min] of k means whose truths lie in the least biased shape `spread` apart,
+    each with noise sd `noise`: the integral over x of P(min <= x < max)."""
+    if noise <= 0:
+        return spread
+    truths = spread / noise * shape(k, extreme=False)
+    x = np.arange(-8.0, truths[-1] + 8.0, RANGE_GRID)[:, None]
+    below = stats.norm.cdf(x - truths)
+    inside = 1 - below.prod(1) - (1 - below).prod(1)
+    return noise * float(np.sum((inside[1:] + inside[:-1]) / 2) * RANGE_GRID)
+
+
+def unbiased(value: float, noise: float, k: int) -> float:
+    """The true spread whose expected observed spread is `value` (0 when no true spread
+    expects as little: the bias at no spread is d_k noise)."""
+    if noise <= 0:
+        return value
+    if value <= expected(0.0, noise, k):
+        return 0.0
+    return float(optimize.brentq(lambda r: expected(r, noise, k) - value, 0.0, value,
+                                 xtol=1e-4 * noise))
+
+
+def at_seeds(e: Estimate, n: int) -> float:
+    """The spread n seeds would show on average if the truth were the one `e`'s spread
+    implies at its own seeds."""
+    truth = unbiased(e.value, e.sigma / math.sqrt(e.n), e.k)
+    return expected(truth, e.sigma / math.sqrt(n), e.k)
 
 
 class Bootstrap:

@@ -226,18 +226,29 @@ def estimate(stat: str, data: np.ndarray, n: int) -> Estimate:
     return inference.mean(data[:n])
 
 
+def values_at(cells: ClaimCells, drawn: dict[str, np.ndarray], look: int
+              ) -> dict[str, Estimate]:
+    """Each value's estimate from the seeds its cell has run by a look (0-based)."""
+    return {name: estimate(spec["stat"], drawn[name], cells.seeds_at(spec["cell"], look))
+            for name, spec in cells.claim["values"].items()}
+
+
 def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int]:
     """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
-    claim, seeds_max = cells.claim, cells.seeds_max()
     for look in range(len(LOOKS)):
-        n = {name: cells.seeds_at(spec["cell"], look)
-             for name, spec in claim["values"].items()}
-        values = {name: estimate(spec["stat"], drawn[name], n[name])
-                  for name, spec in claim["values"].items()}
-        decision = sequential.decide(claim, values, [], cells.fractions(look), seeds_max)
+        decision = sequential.decide(cells.claim, values_at(cells, drawn, look), [],
+                                     cells.fractions(look), cells.seeds_max())
         if decision.kind != "continue":
             return decision.kind, look
     raise AssertionError("the last look always decides")  # fractions end at 1
+
+
+def fixed_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> str:
+    """The fixed design's decision on the same drawn study: every seed, one look at the
+    full level."""
+    last = len(LOOKS) - 1
+    return sequential.decide(cells.claim, values_at(cells, drawn, last), [], (1.0,),
+                             cells.seeds_max()).kind
 
 
 def truly_holds(claim: dict[str, Any], truth: dict[str, float]) -> bool:
@@ -257,13 +268,14 @@ class Simulated:
     """A staged study simulated `draws` times at one effect scale."""
 
     scale: float
-    outcomes: pd.DataFrame  # draw, id, decision, look, truly_holds
+    outcomes: pd.DataFrame  # draw, id, decision, look, truly_holds, fixed (its decision)
     hours: np.ndarray  # draws x looks
 
-    def rate(self, kind: str, truth: bool) -> tuple[int, int]:
-        """(count, trials) of decision `kind` among the claims whose truth is `truth`."""
+    def rate(self, kind: str, truth: bool, by: str = "decision") -> tuple[int, int]:
+        """(count, trials) of decision `kind` among the claims whose truth is `truth`, by
+        the staged design ("decision") or the fixed one ("fixed") on the same studies."""
         rows = self.outcomes[self.outcomes["truly_holds"] == truth]
-        return int((rows["decision"] == kind).sum()), len(rows)
+        return int((rows[by] == kind).sum()), len(rows)
 
 
 def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simulated:
@@ -281,7 +293,8 @@ def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simul
                 drawn = draw_values(cells.claim, truth, cells.seeds_max(), rng)
                 kind, last = run_claim(cells, drawn)
                 rows.append({"draw": draw, "id": cells.claim["id"], "decision": kind,
-                             "look": last, "truly_holds": truly_holds(cells.claim, truth)})
+                             "look": last, "truly_holds": truly_holds(cells.claim, truth),
+                             "fixed": fixed_claim(cells, drawn)})
             for look in range(last + 1):
                 open_at[look].add(cells.claim["id"])
         hours.append(staging.look_hours(open_at))
@@ -300,15 +313,19 @@ SCALES = (1.0, 0.5, 2.0, 0.0)  # the paper's effects, half, twice, none
 
 def summary(staging: Staging, simulated: list[Simulated]) -> pd.DataFrame:
     """Per effect scale: the false-hold and false-fail rates with their Monte Carlo
-    intervals, what the claims decided, and the expected and maximum device-hours against
-    the fixed design's."""
+    intervals, the share of true claims held by the staged design and by the fixed one on
+    the same studies (`power`, `fixed_power`), what the claims decided, and the expected
+    and maximum device-hours against the fixed design's."""
     fixed, most = staging.fixed_hours(), sum(staging.max_hours())
     rows = []
     for sim in simulated:
         total = sim.hours.sum(1)
         row = {"scale": sim.scale}
-        for name, kind, truth in (("false_hold", "holds", False), ("false_fail", "fails", True)):
-            count, trials = sim.rate(kind, truth)
+        for name, kind, truth, by in (("false_hold", "holds", False, "decision"),
+                                      ("false_fail", "fails", True, "decision"),
+                                      ("power", "holds", True, "decision"),
+                                      ("fixed_power", "holds", True, "fixed")):
+            count, trials = sim.rate(kind, truth, by)
             row[name] = count / trials if trials else math.nan
             row[f"{name}_ci"] = interval(count, trials) if trials else (math.nan, math.nan)
             row[f"{name}_of"] = trials
@@ -322,18 +339,26 @@ def summary(staging: Staging, simulated: list[Simulated]) -> pd.DataFrame:
 
 
 def render_summary(table: pd.DataFrame) -> str:
-    """The summary as a Markdown table (rates in %, Clopper-Pearson 95% intervals)."""
-    def rate(r: dict, name: str) -> str:
+    """The summary as a Markdown table (rates in %, Clopper-Pearson 95% intervals); the
+    share of true claims held by the staged design and by the fixed one on the same
+    studies (every seed, one look at 5%) says what the looks cost in power."""
+    def rate(r: dict, name: str, trials: bool = True) -> str:
+        if not r[f"{name}_of"]:
+            return "none false" if name == "false_hold" else "none true"
         lo, hi = r[f"{name}_ci"]
-        return (f"{100 * r[name]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] of {r[f'{name}_of']}"
-                if r[f"{name}_of"] else "none true" if name == "false_fail" else "none false")
+        of = f" of {r[f'{name}_of']}" if trials else ""
+        return f"{100 * r[name]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]{of}"
 
-    lines = ["| effects | false holds % [95% MC] | false fails % [95% MC] | holds / fails / "
-             "futile % | expected GPU-h (of fixed) | max GPU-h (of fixed) | fixed GPU-h |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| effects | false holds % [95% MC] | false fails % [95% MC] | true claims held %, "
+             "staged / fixed [95% MC] | holds / fails / futile % | expected GPU-h (of fixed) "
+             "| max GPU-h (of fixed) | fixed GPU-h |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in table.to_dict("records"):
+        power = (f"{rate(r, 'power', False)} / {rate(r, 'fixed_power', False)}"
+                 if r["power_of"] else "none true")
         lines.append(
             f"| {r['scale']:g} x paper | {rate(r, 'false_hold')} | {rate(r, 'false_fail')} | "
+            f"{power} | "
             f"{100 * r['holds']:.0f} / {100 * r['fails']:.0f} / {100 * r['futile']:.0f} | "
             f"{r['expected_h']:.0f} +- {1.96 * r['expected_h_se']:.0f} "
             f"({100 * r['expected_h'] / r['fixed_h']:.0f}%) | {r['max_h']:.0f} "
@@ -342,10 +367,10 @@ def render_summary(table: pd.DataFrame) -> str:
 
 
 def per_claim(staging: Staging, simulated: Simulated) -> pd.DataFrame:
-    """Per claim at one effect scale: how often it held, failed or was futile, its mean
-    decision look (1-based), and the seeds of its compared cells (summed) it had then on
-    average, against their seeds at the last look; a claim not simulated is open to the
-    end (its decisions NaN)."""
+    """Per claim at one effect scale: how often it held, failed or was futile, how often
+    the fixed design held it on the same studies, its mean decision look (1-based), and
+    the seeds of its compared cells (summed) it had then on average, against their seeds
+    at the last look; a claim not simulated is open to the end (its decisions NaN)."""
     rows = []
     for cells in staging.claims:
         mine = simulated.outcomes[simulated.outcomes["id"] == cells.claim["id"]]
@@ -354,6 +379,8 @@ def per_claim(staging: Staging, simulated: Simulated) -> pd.DataFrame:
         rows.append({"id": cells.claim["id"], "simulated": not mine.empty,
                      **{kind: float(counts.get(kind, math.nan if mine.empty else 0.0))
                         for kind in ("holds", "fails", "futile")},
+                     "fixed_holds": float((mine["fixed"] == "holds").mean()
+                                          if not mine.empty else math.nan),
                      "look": float(looks.mean() + 1),
                      "seeds": float(looks.map(cells.compared_seeds).mean()),
                      "seeds_max": cells.compared_seeds(len(LOOKS) - 1)})
@@ -362,13 +389,15 @@ def per_claim(staging: Staging, simulated: Simulated) -> pd.DataFrame:
 
 def render_per_claim(table: pd.DataFrame, scale: float) -> str:
     """per_claim's table in Markdown."""
-    lines = [f"| claim (at {scale:g} x paper) | holds / fails / futile % | mean look | "
-             "expected seeds of its cells (of max) |", "| --- | --- | --- | --- |"]
+    lines = [f"| claim (at {scale:g} x paper) | holds / fails / futile % | fixed design "
+             "holds % | mean look | expected seeds of its cells (of max) |",
+             "| --- | --- | --- | --- | --- |"]
     for r in table.to_dict("records"):
         kinds = (" / ".join(f"{100 * r[k]:.0f}" for k in ("holds", "fails", "futile"))
                  if r["simulated"] else "not simulated: open to the end")
-        lines.append(f"| `{r['id']}` | {kinds} | {r['look']:.1f} | {r['seeds']:.1f} "
-                     f"({r['seeds_max']}) |")
+        fixed = f"{100 * r['fixed_holds']:.0f}" if r["simulated"] else "-"
+        lines.append(f"| `{r['id']}` | {kinds} | {fixed} | {r['look']:.1f} | "
+                     f"{r['seeds']:.1f} ({r['seeds_max']}) |")
     return "\n".join(lines) + "\n"
 
 
