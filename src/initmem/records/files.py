@@ -419,6 +419,9 @@ def check_declared_size(metadata: pq.FileMetaData, where: object, max_rows: int,
     """RecordError unless a Parquet file's metadata declares at most `max_rows` rows
     (`expected`: whose count bounds them) and ROW_BYTES of uncompressed data per row."""
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+    if any(g.num_columns != metadata.num_columns for g in groups):  # pyarrow aborts on them
+        raise RecordError(f"{where}: row groups of another column count than its schema; "
+                          f"damaged; {REDO}")
     rows = max(metadata.num_rows, sum(g.num_rows for g in groups))
     size = sum(g.column(c).total_uncompressed_size for g in groups for c in range(g.num_columns))
     if rows > max_rows:
