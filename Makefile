@@ -116,7 +116,10 @@ slurm-profile: venv
 
 # One torch thread per test worker: -n auto runs a worker per core (threads would oversubscribe).
 # --dist loadgroup: the SLURM tests share one worker (they read one cluster's queue).
-TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --dist loadgroup
+# --max-worker-restart=0: a worker that dies (an abort in C code, a hung test ended by
+# faulthandler_timeout) ends the session naming its test; pytest-xdist 3.8's loadgroup
+# scheduling can hang for good once it replaces a dead worker (pytest-xdist#1323, #1378).
+TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --dist loadgroup --max-worker-restart=0
 test: venv  # every stage, fast: the slow end-to-end and SLURM cases are test-slow's
 	$(TESTS) -m "not slow and not slurm"
 

@@ -7,6 +7,7 @@ import tarfile
 import pandas as pd
 import pyarrow as pa
 import pytest
+from byte_flips import flip, flip_outcomes
 from fakes import write_fake_run
 from workflow_helpers import TEST_CONFIG
 
@@ -30,33 +31,27 @@ def run_dir(tmp_path, config):
 def flipped(path, position: int) -> bytes:
     """The file's bytes with one byte changed at `position` (restored by the caller)."""
     data = path.read_bytes()
-    path.write_bytes(data[:position] + bytes([data[position] ^ 0x5A]) + data[position + 1:])
+    path.write_bytes(flip(data, position))
     return data
+
+
+def flips_are_caught_or_harmless(kind: str, path, positions: range) -> int:
+    """How many flips were caught, after checking that each one either raised RecordError
+    naming the file or read exactly the original records (the byte was padding or a
+    statistic nothing reads)."""
+    outcomes = flip_outcomes(kind, path, [(p, 0x5A) for p in positions])
+    wrong = {p: o for p, o in zip(positions, outcomes, strict=True)
+             if o[0] not in ("caught", "harmless")}
+    assert not wrong, f"{len(wrong)} flipped byte(s) of {path.name}: {wrong}"
+    return sum(o[0] == "caught" for o in outcomes)
 
 
 @pytest.mark.parametrize("name", ["history.parquet", "summary.parquet"])
 def test_every_byte_flip_of_a_record_file_is_caught_or_harmless(run_dir, name):
-    """Each byte of the file flipped in turn: reading either raises RecordError (naming
-    the file) or returns exactly the original records (the byte was padding or a
-    statistic nothing reads)."""
     path = run_dir / name
-    original = read_records(run_dir)
-    outcomes = {"caught": 0, "harmless": 0}
     size = path.stat().st_size
-    for position in range(0, size, max(1, size // 500)):  # 500 positions, all regions
-        data = flipped(path, position)
-        try:
-            records = read_records(run_dir)
-        except RecordError as err:
-            assert str(path) in str(err)
-            outcomes["caught"] += 1
-        else:
-            for got, want in zip(records, original, strict=True):
-                pd.testing.assert_frame_equal(got, want)
-            outcomes["harmless"] += 1
-        finally:
-            path.write_bytes(data)
-    assert outcomes["caught"] > 0.5 * sum(outcomes.values()), outcomes
+    positions = range(0, size, max(1, size // 500))  # 500 positions, all regions
+    assert flips_are_caught_or_harmless("run", path, positions) > 0.5 * len(positions)
 
 
 def test_a_damaged_value_names_the_file_and_the_fix(run_dir):
@@ -107,21 +102,8 @@ def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
         write_fake_run(tmp_path / "runs", run)
     path = tmp_path / "runs.tar"
     archive.pack(config, tmp_path / "runs", path)
-    original = [t.to_pandas() for t in archive.read_archive(path)]
-    size, caught = path.stat().st_size, 0
-    for position in range(0, size, max(1, size // 800)):
-        data = flipped(path, position)
-        try:
-            got = [t.to_pandas() for t in archive.read_archive(path)]
-        except RecordError as err:
-            assert str(path) in str(err)
-            caught += 1
-        else:
-            for g, want in zip(got, original, strict=True):
-                pd.testing.assert_frame_equal(g, want)
-        finally:
-            path.write_bytes(data)
-    assert caught > 0
+    size = path.stat().st_size
+    assert flips_are_caught_or_harmless("archive", path, range(0, size, max(1, size // 800)))
 
 
 def test_a_damaged_tar_header_says_the_archive_is_damaged(tmp_path, config):
