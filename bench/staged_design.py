@@ -17,15 +17,19 @@ with how many seeds.
 
     python bench/staged_design.py                       # 25 draws: a few minutes, one core
     python bench/staged_design.py --draws 200           # tighter Monte Carlo intervals
+    python bench/staged_design.py --spending t2 obrien-fleming linear --scales 1 0
+        # the alpha-spending functions docs/claims.md compares, a line each, same studies
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
+from unittest import mock
 
-from initmem.analysis import staged
+from initmem.analysis import sequential, staged
 from initmem.analysis.claims import read_claims
 from initmem.plan.grid import load_config
 
@@ -51,24 +55,62 @@ def targets(table) -> list[str]:
     return lines
 
 
+def simulated(staging: staged.Staging, scales: list[float], draws: int
+              ) -> list[staged.Simulated]:
+    """The staged study simulated at each scale, seeded by the scale's place (so every
+    spending function judges the same studies)."""
+    return [staged.simulate(staging, s, draws, seed=i) for i, s in enumerate(scales)]
+
+
+def compare(staging: staged.Staging, names: list[str], scales: list[float], draws: int
+            ) -> str:
+    """A Markdown line per spending function: its levels at five equal looks, and at the
+    paper's effects its expected device-hours and the share of true claims it held; the
+    worst error rates over `scales`."""
+    lines = ["| spending | levels at five equal looks | expected GPU-h (of fixed) | "
+             "true claims held | worst false hold | worst false fail |",
+             "|---|---|---|---|---|---|"]
+    for name in names:
+        spending = partial(sequential.boundaries, spending=sequential.SPENDING[name])
+        with mock.patch.object(sequential, "boundaries", spending):  # what the rule reads
+            table = staged.summary(staging, simulated(staging, scales, draws))
+        paper = table[table["scale"] == 1.0].iloc[0]
+        levels = ", ".join(f"{level:.2g}" for level in spending(staged.LOOKS))
+        low, high = paper["power_ci"]
+        lines.append(
+            f"| {name} | {levels} | {paper['expected_h']:.0f} +- "
+            f"{1.96 * paper['expected_h_se']:.0f} ({paper['expected_h'] / paper['fixed_h']:.0%})"
+            f" | {paper['power']:.1%} [{low:.1%}, {high:.1%}] | "
+            f"{table['false_hold'].max():.1%} | {table['false_fail'].max():.1%} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("config/gpu_first.yaml"))
     parser.add_argument("--claims", type=Path, default=Path("paper/claims.yaml"))
     parser.add_argument("--draws", type=int, default=25, help="simulated studies per scale")
     parser.add_argument("--scales", type=float, nargs="+", default=list(staged.SCALES))
+    parser.add_argument("--spending", nargs="+", choices=sequential.SPENDING,
+                        help="compare these alpha-spending functions instead (the rule's "
+                             "is t2), a line each")
     args = parser.parse_args(argv)
+    if 1.0 not in args.scales:
+        parser.error(f"--scales {args.scales} must include 1 (the paper's effects, which "
+                     "the targets are stated at)")
     staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
-    simulated = [staged.simulate(staging, s, args.draws, seed=i)
-                 for i, s in enumerate(args.scales)]
-    table = staged.summary(staging, simulated)
     print(f"{args.config}: staged in looks at {', '.join(f'{f:.0%}' for f in staged.LOOKS)} "
           f"of each configuration's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated "
           "studies per scale\n")
+    if args.spending:
+        print(compare(staging, args.spending, args.scales, args.draws))
+        return 0
+    runs = simulated(staging, args.scales, args.draws)
+    table = staged.summary(staging, runs)
     print(staged.render_summary(table))
     print("\n".join(targets(table)))
     print()
-    print(staged.render_per_claim(staged.per_claim(staging, simulated[0]), simulated[0].scale))
+    print(staged.render_per_claim(staged.per_claim(staging, runs[0]), runs[0].scale))
     return 0
 
 

@@ -30,16 +30,18 @@ def test_the_power_spending_reaches_alpha_only_at_the_end():
     assert sequential.spent(0.5) == pytest.approx(NOMINAL / 4)  # RHO 2
 
 
-def obrien_fleming(t: float, alpha: float) -> float:
-    """Lan-DeMets' O'Brien-Fleming-type spending function."""
-    z = inference.stats.norm.ppf(1 - alpha / 2)
-    return float(2 - 2 * inference.stats.norm.cdf(z / math.sqrt(t)))
+@pytest.mark.parametrize("name", sorted(sequential.SPENDING))
+def test_every_compared_spending_function_spends_alpha_by_the_last_look(name):
+    spending = sequential.SPENDING[name]
+    spent = [spending(t, NOMINAL) for t in (0.01, *staged.LOOKS)]
+    assert spent == sorted(spent) and spent[0] < NOMINAL / 50
+    assert spent[-1] == pytest.approx(NOMINAL)
 
 
 def test_boundaries_are_the_published_group_sequential_ones():
     """Three equal looks, one-sided 2.5%, O'Brien-Fleming spending: z = 3.71, 2.51, 1.99
     (Jennison & Turnbull); a single look is the fixed design's level."""
-    levels = sequential.boundaries((1 / 3, 2 / 3, 1), spending=obrien_fleming)
+    levels = sequential.boundaries((1 / 3, 2 / 3, 1), spending=sequential.obrien_fleming)
     z = [float(-inference.stats.norm.ppf(a / 2)) for a in levels]
     assert z == pytest.approx([3.71, 2.51, 1.99], abs=0.01)
     assert sequential.boundaries((1.0,)) == pytest.approx((NOMINAL,))

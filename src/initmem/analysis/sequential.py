@@ -67,6 +67,17 @@ def spent(t: float, alpha: float = ALPHA) -> float:
     return alpha * t ** RHO
 
 
+def obrien_fleming(t: float, alpha: float = ALPHA) -> float:
+    """Lan-DeMets' O'Brien-Fleming-type spending: almost nothing before the last looks."""
+    return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t)))
+
+
+# The spending functions the rule's (`spent`) was chosen between (docs/claims.md;
+# bench/staged_design.py --spending compares them on the same simulated studies).
+SPENDING: dict[str, Callable[[float, float], float]] = {
+    "t2": spent, "obrien-fleming": obrien_fleming, "linear": lambda t, alpha=ALPHA: alpha * t}
+
+
 @cache
 def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA,
                spending: Callable[[float, float], float] = spent) -> tuple[float, ...]:
