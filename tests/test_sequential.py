@@ -84,6 +84,16 @@ def test_a_large_effect_holds_at_the_first_look():
     assert decide(10.0, 1.0, 5).kind == "holds"
 
 
+def test_a_look_spends_as_the_spending_function_it_is_given():
+    """delta 3 +- 1 pp on 5 seeds: p 0.0013, under t^2's level at a third of the
+    information (0.0056) and over O'Brien-Fleming's (0.00021)."""
+    claim, values = delta_claim(), {"delta": mean(3.0, 1.0, 5)}
+    obf = sequential.decide(claim, values, [], (1 / 3,), {"delta": 15},
+                            spending=sequential.obrien_fleming)
+    assert obf.level == sequential.boundaries((1 / 3,), spending=sequential.obrien_fleming)[0]
+    assert (decide(3.0, 1.0, 5).kind, obf.kind) == ("holds", "continue")
+
+
 def test_an_effect_far_below_the_papers_fails_only_when_overwhelming():
     # the first look's level is 0.0056: its one-sided bound 0 + t(0.9972; 4) 3 / sqrt(5)
     # still reaches half the paper's 10 pp

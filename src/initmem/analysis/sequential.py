@@ -50,6 +50,7 @@ DECIDED = ("holds", "fails")
 
 
 RHO = 2.0
+Spending = Callable[[float, float], float]  # (information fraction, total alpha) -> spent
 # A claim is futile before its last look when its maximum seeds would decide it (hold or
 # fail) with less than this probability, the truth drawn from what today's data say of it
 # (its predictive power), once this share of its information is in: a first look on a
@@ -74,13 +75,13 @@ def obrien_fleming(t: float, alpha: float = ALPHA) -> float:
 
 # The spending functions the rule's (`spent`) was chosen between (docs/claims.md;
 # bench/staged_design.py --spending compares them on the same simulated studies).
-SPENDING: dict[str, Callable[[float, float], float]] = {
+SPENDING: dict[str, Spending] = {
     "t2": spent, "obrien-fleming": obrien_fleming, "linear": lambda t, alpha=ALPHA: alpha * t}
 
 
 @cache
 def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA,
-               spending: Callable[[float, float], float] = spent) -> tuple[float, ...]:
+               spending: Spending = spent) -> tuple[float, ...]:
     """The nominal level of each look at these information fractions (increasing, the
     last at most 1), on the engine's p scale (a two-sided p: one-sided error alpha / 2).
 
@@ -204,10 +205,12 @@ def reachable(claim: dict[str, Any], conditions: Sequence[judge.Condition],
 
 def decide(claim: dict[str, Any], values: Mapping[str, Estimate], failed: Sequence[gates.Gate],
            fractions: tuple[float, ...], seeds_max: Mapping[str, int],
-           missing: Sequence[str] = ()) -> Decision:
+           missing: Sequence[str] = (),
+           spending: Spending = spent) -> Decision:
     """The claim at the look with information fractions `fractions` (its looks so far,
-    this one last; 1: all its seeds); `seeds_max`: each value's seeds at the last look."""
-    level = boundaries(fractions)[-1]
+    this one last; 1: all its seeds); `seeds_max`: each value's seeds at the last look;
+    `spending`: the alpha-spending function (the design's, or one compared with it)."""
+    level = boundaries(fractions, spending=spending)[-1]
     if missing:
         return Decision("not run", level, "; ".join(missing))
     if failed:
@@ -221,7 +224,7 @@ def decide(claim: dict[str, Any], values: Mapping[str, Estimate], failed: Sequen
     if fractions[-1] >= 1:
         return Decision("futile", level, f"undecided with all its seeds: {texts}",
                         tuple(conditions))
-    last = boundaries((*fractions, 1.0))[-1]
+    last = boundaries((*fractions, 1.0), spending=spending)[-1]
     if fractions[-1] >= FUTILITY_FROM and not reachable(claim, conditions, values, seeds_max,
                                                          last):
         return Decision("futile", level, "its maximum seeds would hold or fail it with "

@@ -233,11 +233,13 @@ def values_at(cells: ClaimCells, drawn: dict[str, np.ndarray], look: int
             for name, spec in cells.claim["values"].items()}
 
 
-def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> tuple[str, int]:
+def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray],
+              spending: sequential.Spending = sequential.spent) -> tuple[str, int]:
     """The claim's decision and the look (0-based) it was taken at, on one drawn study."""
     for look in range(len(LOOKS)):
         decision = sequential.decide(cells.claim, values_at(cells, drawn, look), [],
-                                     cells.fractions(look), cells.seeds_max())
+                                     cells.fractions(look), cells.seeds_max(),
+                                     spending=spending)
         if decision.kind != "continue":
             return decision.kind, look
     raise AssertionError("the last look always decides")  # fractions end at 1
@@ -278,10 +280,12 @@ class Simulated:
         return int((rows[by] == kind).sum()), len(rows)
 
 
-def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simulated:
-    """The staged study at effects `scale` times the paper's; a claim that cannot be
-    simulated (no paper value of one of its values) or whose cells the config lacks stays
-    open to the end (its cost counted, its errors not)."""
+def simulate(staging: Staging, scale: float, draws: int, seed: int = 0,
+             spending: sequential.Spending = sequential.spent) -> Simulated:
+    """The staged study at effects `scale` times the paper's, its looks' levels spent by
+    `spending`; a claim that cannot be simulated (no paper value of one of its values) or
+    whose cells the config lacks stays open to the end (its cost counted, its errors
+    not)."""
     rng = np.random.default_rng(seed)
     rows, hours = [], []
     for draw in range(draws):
@@ -291,7 +295,7 @@ def simulate(staging: Staging, scale: float, draws: int, seed: int = 0) -> Simul
             last = len(LOOKS) - 1
             if truth is not None and cells.complete:
                 drawn = draw_values(cells.claim, truth, cells.seeds_max(), rng)
-                kind, last = run_claim(cells, drawn)
+                kind, last = run_claim(cells, drawn, spending)
                 rows.append({"draw": draw, "id": cells.claim["id"], "decision": kind,
                              "look": last, "truly_holds": truly_holds(cells.claim, truth),
                              "fixed": fixed_claim(cells, drawn)})
