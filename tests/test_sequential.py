@@ -13,6 +13,7 @@ import pytest
 import yaml
 from analysis_frames import runs_table
 from fakes import write_fake_run
+from scipy import stats
 from workflow_helpers import job_counts, snakemake
 
 from initmem.analysis import gates, inference, sequential, staged, status
@@ -42,7 +43,7 @@ def test_boundaries_are_the_published_group_sequential_ones():
     """Three equal looks, one-sided 2.5%, O'Brien-Fleming spending: z = 3.71, 2.51, 1.99
     (Jennison & Turnbull); a single look is the fixed design's level."""
     levels = sequential.boundaries((1 / 3, 2 / 3, 1), spending=sequential.obrien_fleming)
-    z = [float(-inference.stats.norm.ppf(a / 2)) for a in levels]
+    z = [float(-stats.norm.ppf(a / 2)) for a in levels]
     assert z == pytest.approx([3.71, 2.51, 1.99], abs=0.01)
     assert sequential.boundaries((1.0,)) == pytest.approx((NOMINAL,))
 
@@ -51,7 +52,7 @@ def test_the_boundaries_spend_alpha_as_the_spending_function_says():
     """200,000 Brownian paths under no effect cross the five looks' boundaries by look j
     as often as spent(t_j) says (one-sided: half the two-sided level)."""
     looks = np.array(staged.LOOKS)
-    z = -inference.stats.norm.ppf(np.array(sequential.boundaries(staged.LOOKS)) / 2)
+    z = -stats.norm.ppf(np.array(sequential.boundaries(staged.LOOKS)) / 2)
     rng = np.random.default_rng(0)
     steps = rng.standard_normal((200_000, len(looks))) * np.sqrt(np.diff(looks, prepend=0))
     crossed = np.maximum.accumulate(np.cumsum(steps, 1) / np.sqrt(looks) >= z, axis=1)

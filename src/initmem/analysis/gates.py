@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+import scipy
 
 from initmem.plan.architectures import BATCHNORM_ARCHS
 from initmem.plan.spec import DATASET_SIZES
@@ -100,7 +100,7 @@ def test_images(runs: pd.DataFrame) -> np.ndarray:
 def above_chance(accuracy: np.ndarray, images: np.ndarray) -> np.ndarray:
     """Whether the exact binomial 95% interval of each accuracy lies above chance."""
     hits = np.round(np.asarray(accuracy, float) * images)
-    lower = stats.beta.ppf(0.025, np.maximum(hits, 1e-9), images - hits + 1)
+    lower = scipy.stats.beta.ppf(0.025, np.maximum(hits, 1e-9), images - hits + 1)
     return np.where(hits > 0, lower, 0.0) > CHANCE
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from scipy import stats
+import scipy
 
 ALPHA = 0.05
 POWER = 0.80
@@ -80,7 +80,7 @@ class Estimate:
         mean or difference, Tukey's simultaneous bound for a spread."""
         if self.kind == "spread" or not self.known or self.kind == "exact":
             return self.interval(level)[0 if side == "lower" else 1]
-        half = float(stats.t.ppf(level, self.df)) * self.se
+        half = float(scipy.stats.t.ppf(level, self.df)) * self.se
         return self.value - half if side == "lower" else self.value + half
 
     def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
@@ -91,7 +91,7 @@ class Estimate:
         if self.kind == "spread":
             half = range_quantile(level, self.k, self.df) * self.sigma / math.sqrt(self.n)
             return max(0.0, self.value - half), self.value + half
-        half = float(stats.t.ppf(0.5 + level / 2, self.df)) * self.se
+        half = float(scipy.stats.t.ppf(0.5 + level / 2, self.df)) * self.se
         return self.value - half, self.value + half
 
 
@@ -104,7 +104,7 @@ def means_in(kind: str) -> int:
 @cache
 def range_quantile(level: float, k: int, df: float) -> float:
     """Quantile of the studentized range of k means (df = inf: the known-sigma range)."""
-    return float(stats.studentized_range.ppf(level, k, min(df, 1e6)))
+    return float(scipy.stats.studentized_range.ppf(level, k, min(df, 1e6)))
 
 
 # ------------------------------------------------------------------------- estimates
@@ -209,9 +209,9 @@ def _one_sided_p(d: Estimate, excess: float) -> float:
     if d.sigma == 0:
         return 0.0 if excess > 0 else 1.0
     if d.kind == "spread":
-        return float(stats.studentized_range.sf(max(excess, 0.0) * math.sqrt(d.n) / d.sigma,
+        return float(scipy.stats.studentized_range.sf(max(excess, 0.0) * math.sqrt(d.n) / d.sigma,
                                                 d.k, min(d.df, 1e6)))
-    return float(stats.t.sf(excess / d.se, d.df))
+    return float(scipy.stats.t.sf(excess / d.se, d.df))
 
 
 def test_equivalent(d: Estimate, margin: float, level: float = 1 - ALPHA) -> Test:
@@ -288,7 +288,7 @@ def holds_rate(terms: Sequence[Plan], op: str, bound: float, n: int, level: floa
         se = np.sqrt(sum(variances)) if variances else np.zeros(draws)
         dfs = [t.template.df_at(n) for t in terms if t.template.kind != "exact"]
         df = _welch_df(terms, n) if len(dfs) > 1 else (dfs[0] if dfs else math.inf)
-        half = float(stats.t.ppf(level, df)) * se  # one-sided bounds, as the tests read
+        half = float(scipy.stats.t.ppf(level, df)) * se  # one-sided bounds, as the tests read
         lo, hi = value - half, value + half
     if op == ">":
         return float(np.mean(lo > bound))
@@ -322,4 +322,4 @@ def upper_sigma(sigma: float, df: float, confidence: float = 0.8) -> float:
     degrees of freedom (chi-square): what sample sizes are planned with."""
     if not math.isfinite(df):
         return sigma
-    return sigma * math.sqrt(df / float(stats.chi2.ppf(1 - confidence, df)))
+    return sigma * math.sqrt(df / float(scipy.stats.chi2.ppf(1 - confidence, df)))

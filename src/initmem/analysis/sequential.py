@@ -39,7 +39,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+import scipy
 
 from initmem.analysis import claims as judge
 from initmem.analysis import gates, inference, spread_gap
@@ -70,7 +70,7 @@ def spent(t: float, alpha: float = ALPHA) -> float:
 
 def obrien_fleming(t: float, alpha: float = ALPHA) -> float:
     """Lan-DeMets' O'Brien-Fleming-type spending: almost nothing before the last looks."""
-    return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t)))
+    return float(2 * scipy.stats.norm.sf(scipy.stats.norm.isf(alpha / 2) / math.sqrt(t)))
 
 
 # The spending functions the rule's (`spent`) was chosen between (docs/claims.md;
@@ -97,16 +97,16 @@ def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA,
     for j, fraction in enumerate(fractions):
         target = 1 - spending(fraction, alpha / 2)
         if j == 0:
-            bounds.append(float(stats.norm.ppf(target)))
+            bounds.append(float(scipy.stats.norm.ppf(target)))
             continue
         # seeded: the normal CDF is quasi-Monte Carlo, and a boundary must not move per call
-        law = stats.multivariate_normal(np.zeros(j + 1), correlation[:j + 1, :j + 1], seed=0)
+        law = scipy.stats.multivariate_normal(np.zeros(j + 1), correlation[:j + 1, :j + 1], seed=0)
 
         def gap(c: float, law=law, target=target) -> float:
             return float(law.cdf(np.array([*bounds, c]))) - target
 
-        bounds.append(float(optimize.brentq(gap, 0.0, 12.0, xtol=1e-6)))
-    return tuple(float(2 * stats.norm.sf(c)) for c in bounds)
+        bounds.append(float(scipy.optimize.brentq(gap, 0.0, 12.0, xtol=1e-6)))
+    return tuple(float(2 * scipy.stats.norm.sf(c)) for c in bounds)
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def reachable(claim: dict[str, Any], conditions: Sequence[judge.Condition],
     at_max = {name: seeds_max.get(name, e.n) for name, e in values.items()}
     projected = {name: at_seeds(e, at_max[name]) for name, e in values.items()}
     sd = {name: still_to_move(e, at_max[name]) for name, e in values.items()}
-    z = float(stats.norm.isf(FUTILITY_POWER))
+    z = float(scipy.stats.norm.isf(FUTILITY_POWER))
     lucky = tested(claim, [moved(c, projected, sd, z) for c in conditions], level)
     if verdict(lucky, level) == "holds":
         return True

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, stats
+import scipy
 
 from initmem.analysis.inference import ALPHA, Estimate, Plan, Test, simulate
 
@@ -79,7 +79,7 @@ def expected(spread: float, noise: float, k: int) -> float:
         return spread
     truths = spread / noise * shape(k, extreme=False)
     x = np.arange(-8.0, truths[-1] + 8.0, RANGE_GRID)[:, None]
-    below = stats.norm.cdf(x - truths)
+    below = scipy.stats.norm.cdf(x - truths)
     inside = 1 - below.prod(1) - (1 - below).prod(1)
     return noise * float(np.sum((inside[1:] + inside[:-1]) / 2) * RANGE_GRID)
 
@@ -91,7 +91,7 @@ def unbiased(value: float, noise: float, k: int) -> float:
         return value
     if value <= expected(0.0, noise, k):
         return 0.0
-    return float(optimize.brentq(lambda r: expected(r, noise, k) - value, 0.0, value,
+    return float(scipy.optimize.brentq(lambda r: expected(r, noise, k) - value, 0.0, value,
                                  xtol=1e-4 * noise))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+import scipy
 
 from initmem.analysis import claims as judge
 from initmem.analysis import design, inference, metrics, sequential
@@ -307,8 +307,8 @@ def simulate(staging: Staging, scale: float, draws: int, seed: int = 0,
 
 def interval(count: int, trials: int) -> tuple[float, float]:
     """Clopper-Pearson 95% interval of a rate (the Monte Carlo interval)."""
-    lo = stats.beta.ppf(0.025, count, trials - count + 1) if count else 0.0
-    hi = stats.beta.ppf(0.975, count + 1, trials - count) if count < trials else 1.0
+    lo = scipy.stats.beta.ppf(0.025, count, trials - count + 1) if count else 0.0
+    hi = scipy.stats.beta.ppf(0.975, count + 1, trials - count) if count < trials else 1.0
     return float(lo), float(hi)
 
 
