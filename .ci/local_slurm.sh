@@ -112,8 +112,10 @@ SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=$slurmd_log
 EOF
     if [ "$n" != 1 ]; then  # a lost node is down in about 30 s; its job requeued, pending
-        # for cred_expire seconds (120 by default) before it may start again
-        printf '%s\n' SlurmdTimeout=10 SlurmctldTimeout=10 AuthInfo=cred_expire=10 >> "$CONF"
+        # for cred_expire seconds (120 by default) before it may start again, then started
+        # by the backfill scheduler's next pass (every 30 s by default)
+        printf '%s\n' SlurmdTimeout=10 SlurmctldTimeout=10 AuthInfo=cred_expire=10 \
+            SchedulerParameters=bf_interval=2 >> "$CONF"
     fi
     node_lines "$n" >> "$CONF"
 }

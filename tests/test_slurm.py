@@ -110,7 +110,7 @@ def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
     """SIGUSR1 to the job's steps (what the slurm profile's --signal=USR1@600 sends before
     the time limit, sent here at once with scancel so the test is deterministic): the pack
     checkpoints and exits 75, Snakemake resubmits it, the second allocation resumes."""
-    _, proc = one_long_pack_on_slurm(tmp_path, epochs=400)  # long enough to signal it
+    _, proc = one_long_pack_on_slurm(tmp_path, epochs=100)  # long enough to signal it
     try:
         jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True,
                               text=True).stdout.split()
@@ -127,20 +127,22 @@ def test_a_preempted_job_resumes_in_a_second_allocation(tmp_path):
     (log,) = (tmp_path / "logs" / "train").glob("*.log")
     assert "resumed from checkpoint" in log.read_text()
     table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
-    assert (table["status"] == "completed").all() and (table["epochs_run"] == 400).all()
+    assert (table["status"] == "completed").all() and (table["epochs_run"] == 100).all()
 
 
 @pytest.mark.slow
 def test_the_demo_through_the_named_profile_as_typed(tmp_path):
     """The README's cluster command, verbatim after `initmem slurm-profile`, plus the two
-    flags a cluster without accounting needs (on generated images: tests may not need
-    CIFAR-10). Training jobs go to SLURM; tables, figures and the PDF are built here."""
+    flags a cluster without accounting needs and a 2 s first status check (the plugin's
+    40 s, growing 10 s a check, suits jobs of hours, not the demo's jobs of a minute), on
+    generated images (tests may not need CIFAR-10). Training jobs go to SLURM; tables,
+    figures and the PDF are built here."""
     env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     checkout = scratch_checkout(tmp_path / "checkout", synthetic_demo=True)
     assert typed("initmem slurm-profile", checkout, env).returncode == 0
     done = typed("snakemake --profile slurm all --configfile config/demo.yaml "
-                 "--slurm-no-account --slurm-status-command squeue", checkout, env,
-                 timeout=1800)
+                 "--slurm-no-account --slurm-status-command squeue "
+                 "--slurm-init-seconds-before-status-checks 2", checkout, env, timeout=1800)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-5000:]
     config = grid.load_config(checkout / "config" / "demo.yaml")

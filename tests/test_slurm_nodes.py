@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -110,23 +112,40 @@ def sweep(checkout: Path, env: dict[str, str], target: str = "all", background: 
                             env={**os.environ, "PATH": path, **env})
 
 
-def trained_here(checkout: Path) -> Path:
-    """The checkout's config trained here without SLURM, uninterrupted (the reference)."""
-    done = subprocess.run([str(BIN / "snakemake"), AGGREGATE, "--cores", "1",
-                           "--configfile", "config/sweep.yaml"], cwd=checkout, text=True,
-                          capture_output=True, timeout=900)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
-    return checkout
+class Uninterrupted:
+    """Configs trained here without SLURM, in one go and in the background while the
+    cluster tests run (most of their time is waiting on SLURM): what they must equal."""
+
+    def __init__(self, where: Path):
+        self.where, self.training = where, {}
+
+    def start(self, name: str, config: dict) -> None:
+        checkout = checkout_with(self.where / name, config)
+        with open(checkout / "snakemake.log", "w") as log:
+            self.training[name] = checkout, subprocess.Popen(
+                [str(BIN / "snakemake"), AGGREGATE, "--cores", "1", "--configfile",
+                 "config/sweep.yaml"], cwd=checkout, stdout=log, stderr=subprocess.STDOUT)
+
+    def __getitem__(self, name: str) -> Path:
+        checkout, proc = self.training[name]
+        code = proc.wait(timeout=900)
+        assert code == 0, (checkout / "snakemake.log").read_text()[-5000:]
+        return checkout
 
 
-LONG_EPOCHS = 120  # one pack of them trains in about 20 s
+LONG_EPOCHS = 60  # one pack: about 30 s of training here, a checkpoint each epoch
 
 
 @pytest.fixture(scope="module")
-def long_pack_alone(tmp_path_factory) -> Path:
-    """One pack of LONG_EPOCHS trained here in one go: what interrupted ones must equal."""
-    where = tmp_path_factory.mktemp("alone") / "checkout"
-    return trained_here(checkout_with(where, one_pack_config(LONG_EPOCHS)))
+def uninterrupted(tmp_path_factory):
+    """The test config and its one pack of LONG_EPOCHS, each trained here in one go."""
+    trained = Uninterrupted(tmp_path_factory.mktemp("uninterrupted"))
+    trained.start("test", yaml.safe_load(TEST_CONFIG.read_text()))
+    trained.start("long", one_pack_config(LONG_EPOCHS))
+    yield trained
+    for _, proc in trained.training.values():
+        proc.kill()
+        proc.wait()
 
 
 def trained_values(checkout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -157,18 +176,6 @@ def wait_for(what: str, check, timeout: float = 300.0, every: float = 0.5):
     return got
 
 
-def training_job(checkpoints: Path, proc: subprocess.Popen) -> tuple[str, str]:
-    """(job id, node) of the one training job, once its pack has checkpointed."""
-    def checkpointed():
-        if proc.poll() is not None:
-            pytest.fail(f"the sweep ended first: {proc.stdout.read()[-3000:]}")
-        return list(checkpoints.glob("*/latest.pt"))
-    wait_for("a checkpoint", checkpointed)
-    ((job_id, state, node),) = squeue("-o", "%i|%T|%N")
-    assert state == "RUNNING"
-    return job_id, node
-
-
 def status_json(checkout: Path, env: dict[str, str], node: str | None = None) -> dict:
     """`initmem status --json` of the sweep, here or (srun) on a node."""
     command = [str(BIN / "initmem"), "status", "--config", "config/sweep.yaml",
@@ -188,8 +195,9 @@ def finished(proc: subprocess.Popen, timeout: float = 900) -> str:
 
 
 @pytest.fixture(scope="module")
-def test_config_on_two_nodes(profile_env, tmp_path_factory) -> Path:
-    """config/test.yaml's whole sweep (`all`: tables, figures, paper) on the two nodes."""
+def test_config_on_two_nodes(uninterrupted, profile_env, tmp_path_factory) -> Path:
+    """config/test.yaml's whole sweep (`all`: tables, figures, paper) on the two nodes
+    (`uninterrupted` first: the references train meanwhile)."""
     checkout = checkout_with(tmp_path_factory.mktemp("two") / "checkout",
                              yaml.safe_load(TEST_CONFIG.read_text()))
     done = sweep(checkout, profile_env)
@@ -198,7 +206,7 @@ def test_config_on_two_nodes(profile_env, tmp_path_factory) -> Path:
 
 
 def test_the_test_config_spreads_over_both_nodes_and_trains_as_on_one(
-        test_config_on_two_nodes, tmp_path):
+        test_config_on_two_nodes, uninterrupted):
     checkout = test_config_on_two_nodes
     summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
     assert (summary["status"] == "completed").all()
@@ -207,9 +215,7 @@ def test_the_test_config_spreads_over_both_nodes_and_trains_as_on_one(
     assert summary["slurm_job_id"].nunique() == 2 and summary["resumed_from_epoch"].isna().all()
     for target in ("tables/table1.tex", "figures/fig1.pdf", "paper/paper.pdf"):
         assert (checkout / "results" / target).stat().st_size > 0, target
-    alone = trained_here(checkout_with(tmp_path / "alone",
-                                       yaml.safe_load(TEST_CONFIG.read_text())))
-    assert_same_training(checkout, alone)
+    assert_same_training(checkout, uninterrupted["test"])
 
 
 def test_status_prints_the_same_counts_on_either_node_and_here(test_config_on_two_nodes,
@@ -222,15 +228,31 @@ def test_status_prints_the_same_counts_on_either_node_and_here(test_config_on_tw
         assert (got["counts"], got["total"]) == (seen["here"]["counts"], seen["here"]["total"])
 
 
-def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, long_pack_alone,
-                                                       tmp_path):
-    """Every process of the training node's namespace killed after a checkpoint: SLURM
-    takes the node down and requeues the job (same job id) onto the other node, whose
-    trainer takes the pack over at once (SLURM says its holder is gone) and resumes."""
-    checkout = checkout_with(tmp_path / "lost", one_pack_config(LONG_EPOCHS))
+@dataclass(frozen=True)
+class Interrupted:
+    """A sweep of one pack, preempted and then its node lost, as the test saw it."""
+    checkout: Path
+    job_id: str
+    out: str                # the sweep's output
+    resumed_at: int         # the epoch the preempted job resumed at
+    lost_node: str          # where it trained when its node was lost
+    seen: list[dict]        # status's trainers on the lost node while it was down
+
+
+@pytest.fixture(scope="module")
+def interrupted(profile_env, tmp_path_factory) -> Interrupted:
+    """One sweep through the profile, interrupted twice while its pack trains (each after
+    a checkpoint): `scontrol requeue` (preemption: SIGTERM, a checkpoint and exit; SLURM
+    starts the same job again), then, once it has resumed, every process of its node's
+    namespace killed (SLURM takes the node down and requeues the job onto the other node,
+    whose trainer takes the pack over at once: SLURM says its holder is gone)."""
+    checkout = checkout_with(tmp_path_factory.mktemp("interrupted") / "checkout",
+                             one_pack_config(LONG_EPOCHS))
     proc = sweep(checkout, profile_env, AGGREGATE, background=True)
     try:
-        job_id, node = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
+        job_id, checkpoint = training_job(checkout, proc)
+        subprocess.run(["scontrol", "requeue", job_id], check=True)
+        resumed_at, node = resumed(checkout, checkpoint, proc)
         kill_node(node)
         wait_for(f"{node} down", lambda: node_state(node).startswith("down"), timeout=120)
         seen = []  # status while the node is down, until the job trains again
@@ -244,14 +266,44 @@ def test_a_node_lost_mid_training_resumes_on_the_other(profile_env, long_pack_al
         if proc.poll() is None:
             proc.kill()
         local_slurm("start", "--nodes", "2")  # the lost node back, for the next tests
-    assert seen, "status never showed the lost node's trainer"
-    assert all(t["state"] != "live" and not t["orphan"] for t in seen), seen
-    assert out.count("has been submitted with SLURM jobid") == 1  # SLURM requeued it
-    summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
-    assert (summary["host"] != node).all() and (summary["slurm_job_id"] == job_id).all()
-    assert (summary["resumed_from_epoch"] > 1).all()  # resumed, not restarted at epoch 0
-    assert status_json(checkout, profile_env)["total"]["completed"] == 2
-    assert_same_training(checkout, long_pack_alone)
+    return Interrupted(checkout, job_id, out, resumed_at, node, seen)
+
+
+def training_job(checkout: Path, proc: subprocess.Popen) -> tuple[str, Path]:
+    """(job id, checkpoint) of the one training job, once its pack has checkpointed."""
+    checkpoints = checkout / "results" / "runs" / ".checkpoints"
+    (checkpoint,) = wait_for("a checkpoint", lambda: sweeping(proc) and list(
+        checkpoints.glob("*/latest.pt")))
+    ((job_id, state),) = squeue("-o", "%i|%T")
+    assert state == "RUNNING"
+    return job_id, checkpoint
+
+
+def resumed(checkout: Path, checkpoint: Path, proc: subprocess.Popen) -> tuple[int, str]:
+    """(epoch, node) where the requeued job resumed, once it has checkpointed there."""
+    (log,) = (checkout / "logs" / "train").glob("*.log")  # each allocation writes it anew
+    line = wait_for("the job resumed", lambda: sweeping(proc) and log.exists() and next(
+        (x for x in log.read_text().splitlines() if "resumed from checkpoint" in x), None))
+    resumed_at = int(re.search(r"at epoch (\d+)", line).group(1))
+    written = mtime(checkpoint)
+    wait_for("its next checkpoint", lambda: sweeping(proc) and mtime(checkpoint) not in
+             (None, written))
+    ((state, node),) = squeue("-o", "%T|%N")
+    assert state == "RUNNING"
+    return resumed_at, node
+
+
+def mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:  # between a checkpoint's two generations
+        return None
+
+
+def sweeping(proc: subprocess.Popen) -> bool:
+    if proc.poll() is not None:
+        pytest.fail(f"the sweep ended first: {proc.stdout.read()[-3000:]}")
+    return True
 
 
 def kill_node(node: str) -> None:
@@ -267,23 +319,25 @@ def node_state(node: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_preempted_job_resumes_on_either_node(profile_env, long_pack_alone, tmp_path):
-    """`scontrol requeue` while the pack trains: SIGTERM, a checkpoint and exit; SLURM
-    starts the same job again, which resumes from the checkpoint."""
-    checkout = checkout_with(tmp_path / "preempted", one_pack_config(LONG_EPOCHS))
-    proc = sweep(checkout, profile_env, AGGREGATE, background=True)
-    try:
-        job_id, _ = training_job(checkout / "results" / "runs" / ".checkpoints", proc)
-        subprocess.run(["scontrol", "requeue", job_id], check=True)
-        out = finished(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert out.count("has been submitted with SLURM jobid") == 1
-    summary = pd.read_parquet(checkout / "results" / "aggregate" / "runs.parquet")
-    assert (summary["slurm_job_id"] == job_id).all()
-    assert (summary["resumed_from_epoch"] >= 1).all()
-    assert_same_training(checkout, long_pack_alone)
+def test_a_preempted_job_resumes_from_its_checkpoint(interrupted):
+    assert interrupted.resumed_at >= 1  # not restarted at epoch 0
+    assert interrupted.out.count("has been submitted with SLURM jobid") == 1  # the same job
+
+
+def test_a_node_lost_mid_training_resumes_on_the_other(interrupted, profile_env):
+    assert interrupted.seen, "status never showed the lost node's trainer"
+    assert all(t["state"] != "live" and not t["orphan"] for t in interrupted.seen), \
+        interrupted.seen
+    summary = pd.read_parquet(interrupted.checkout / "results" / "aggregate" / "runs.parquet")
+    assert (summary["host"] != interrupted.lost_node).all()
+    assert (summary["slurm_job_id"] == interrupted.job_id).all()  # SLURM requeued it
+    # resumed from the checkpoint the resumed job wrote, not from the first one
+    assert (summary["resumed_from_epoch"] > interrupted.resumed_at).all()
+    assert status_json(interrupted.checkout, profile_env)["total"]["completed"] == 2
+
+
+def test_interrupted_twice_it_trains_as_in_one_go(interrupted, uninterrupted):
+    assert_same_training(interrupted.checkout, uninterrupted["long"])
 
 
 def test_one_pack_submitted_twice_at_once_trains_once(two_nodes, tmp_path):
