@@ -244,6 +244,26 @@ def test_a_config_bomb_ends_in_one_line_within_seconds(tmp_path, text):
     assert f"initmem grid: error: {path}: refused at line 1" in done.stderr
 
 
+@pytest.mark.parametrize("command", ["grid", "train"])
+def test_a_python_tag_in_a_config_or_spec_runs_nothing(tmp_path, capsys, command):
+    """A crafted file's `!!python/object/apply:os.system`: one line naming the tag and its
+    line, status 2, and the shell command never run."""
+    marker = tmp_path / "ran"
+    tag = f"!!python/object/apply:os.system ['touch {marker}']"
+    path, out = tmp_path / "input.yaml", tmp_path / "out"
+    if command == "grid":
+        path.write_text(TEST_CONFIG.read_text().replace("pack_size: 2", f"pack_size: {tag}"))
+        argv = ["grid", "--config", str(path), "--packs-dir", str(out)]
+    else:
+        path.write_text(f"recipe: {tag}\nruns: []\n")
+        argv = ["train", str(path), str(out), "--device", "cpu"]
+    code, err = run_cli(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{path}: refused at line" in err, err
+    assert "the tag 'tag:yaml.org,2002:python/object/apply:os.system'" in err, err
+    assert not marker.exists() and not out.exists()
+
+
 def test_deep_json_is_refused_before_parsing():
     with pytest.raises(InputError, match="m.json: JSON nested deeper than 64 levels"):
         parse_json(DEEP, "m.json")

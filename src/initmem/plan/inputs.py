@@ -5,7 +5,8 @@
 key written twice in one mapping is refused (PyYAML keeps the last one silently), and so
 are anchors and aliases (configs have no use for them, and a 1 KB file of aliases expands
 to gigabytes: "billion laughs") and nesting deeper than MAX_DEPTH (`parse_json` bounds
-JSON the same way: a deeper file ends the parser in a RecursionError). Every failure to
+JSON the same way: a deeper file ends the parser in a RecursionError); a tag SafeLoader
+cannot construct (`!!python/...`) is refused by name. Every failure to
 read is one line naming the file. `check_spec` holds a pack spec to the
 config schema's own field rules (strict JSON types: no bool for an integer, no string
 for a number), so `initmem grid` and `initmem train` accept exactly the same values.
@@ -18,7 +19,7 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonschema
 import yaml
@@ -75,12 +76,19 @@ class StrictLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_undefined(self, node: yaml.Node) -> NoReturn:
+        """A tag SafeLoader has no constructor for (!!python/object/apply:os.system, say):
+        refused by name, never constructed."""
+        raise Refused(None, None, f"the tag {node.tag!r}; a config holds plain values, "
+                      "lists and mappings, never a typed object", node.start_mark)
+
 
 # A copy of SafeLoader's resolvers with the float rule replaced (never SafeLoader's own).
 StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != FLOAT_TAG]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 StrictLoader.add_implicit_resolver(FLOAT_TAG, YAML12_FLOAT, list("-+0123456789."))
+StrictLoader.add_constructor(None, StrictLoader.construct_undefined)
 
 
 def parse_yaml(text: str, where: object = "<text>") -> Any:
