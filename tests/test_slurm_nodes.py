@@ -1,6 +1,8 @@
 """The slurm profile on a real two-node SLURM (.ci/local_slurm.sh start --nodes 2: two
 network namespaces with their own hostnames, sharing this filesystem), through the
-commands users type; a node lost mid-training, a preempted job, one pack submitted twice.
+commands users type; a node lost mid-training, a preempted job, one pack submitted twice,
+and the fault matrix's rows that CI has time for (tests/cluster_faults.py): a node cut
+off mid-epoch, and the submitting Snakemake killed mid-epoch and run again.
 
 The module stops the single-node cluster test_slurm.py uses, starts two nodes, and
 restores the single node afterwards (the SLURM tests share one pytest worker).
@@ -13,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,21 +22,24 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import ROOT, TEST_CONFIG, scratch_checkout, typed
+from cluster_faults import (
+    AGGREGATE,
+    BIN,
+    NODES,
+    checkout_with,
+    inject,
+    kill_node,
+    local_slurm,
+    node_state,
+    squeue,
+    sweep,
+    sweep_config,
+    trained_values,
+)
+from workflow_helpers import ROOT, TEST_CONFIG, typed
 
 from initmem.plan import grid
 from initmem.records import files
-
-NODES = ("imnode1", "imnode2")
-LOCAL_SLURM = ROOT / ".ci" / "local_slurm.sh"
-BIN = Path(sys.executable).parent
-# The README's cluster command and the two flags a cluster without accounting needs
-# (and a 2 s first status check: the plugin's default 40 s, growing 10 s a check, would
-# leave a job that finished unnoticed for most of a minute)
-SWEEP = ("snakemake --profile slurm {target} --configfile config/sweep.yaml "
-         "--slurm-no-account --slurm-status-command squeue "
-         "--slurm-init-seconds-before-status-checks 2")
-AGGREGATE = "results/aggregate/runs.parquet"  # the records, without tables and paper
 
 
 def can_make_nodes() -> str | None:
@@ -55,10 +59,6 @@ pytestmark = [
 ]
 
 
-def local_slurm(*args: str) -> None:
-    done = subprocess.run([str(LOCAL_SLURM), *args], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def single_node_up() -> bool:
@@ -87,29 +87,10 @@ def profile_env(two_nodes, tmp_path_factory) -> dict[str, str]:
     return env
 
 
-def checkout_with(where: Path, config: dict) -> Path:
-    """A scratch checkout whose config/sweep.yaml is `config`."""
-    checkout = scratch_checkout(where)
-    (checkout / "config" / "sweep.yaml").write_text(yaml.safe_dump(config))
-    return checkout
 
 
-def one_pack_config(epochs: int) -> dict:
-    """The test config cut to one pack (Adam) of `epochs` epochs."""
-    config = yaml.safe_load(TEST_CONFIG.read_text())
-    config["families"]["main"]["grid"]["optimizer"] = ["adam"]
-    config["families"]["main"]["recipe"]["epochs"] = epochs
-    return config
 
 
-def sweep(checkout: Path, env: dict[str, str], target: str = "all", background: bool = False):
-    command = SWEEP.format(target=target)
-    if not background:
-        return typed(command, checkout, env, timeout=900)
-    path = f"{BIN}{os.pathsep}{os.environ['PATH']}"
-    return subprocess.Popen(command, shell=True, cwd=checkout, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PATH": path, **env})
 
 
 class Uninterrupted:
@@ -134,27 +115,23 @@ class Uninterrupted:
 
 
 LONG_EPOCHS = 60  # one pack: about 30 s of training here, a checkpoint each epoch
+FAULT_EPOCHS = 120  # two packs: long enough that a requeued job starts while they train
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    """The test config and its one pack of LONG_EPOCHS, each trained here in one go."""
+    """The test config, its one pack of LONG_EPOCHS, and its two packs of FAULT_EPOCHS,
+    each trained here in one go."""
     trained = Uninterrupted(tmp_path_factory.mktemp("uninterrupted"))
     trained.start("test", yaml.safe_load(TEST_CONFIG.read_text()))
-    trained.start("long", one_pack_config(LONG_EPOCHS))
+    trained.start("long", sweep_config(LONG_EPOCHS, ("adam",)))
+    trained.start("faults", sweep_config(FAULT_EPOCHS))
     yield trained
     for _, proc in trained.training.values():
         proc.kill()
         proc.wait()
 
 
-def trained_values(checkout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summaries less where and when they were made, histories) of the sweep's runs."""
-    runs = grid.expand_runs(grid.load_config(checkout / "config" / "sweep.yaml"))
-    summaries, histories = files.read_folder_records(checkout / "results" / "runs", runs)
-    assert summaries.num_rows == len(runs)
-    return (summaries.to_pandas().drop(columns=list(files.PROVENANCE_COLUMNS)),
-            histories.to_pandas())
 
 
 def assert_same_training(a: Path, b: Path) -> None:
@@ -162,9 +139,6 @@ def assert_same_training(a: Path, b: Path) -> None:
         pd.testing.assert_frame_equal(got, expected, check_exact=True)
 
 
-def squeue(*args: str) -> list[list[str]]:
-    out = subprocess.run(["squeue", "-h", *args], capture_output=True, text=True).stdout
-    return [line.split("|") for line in out.splitlines()]
 
 
 def wait_for(what: str, check, timeout: float = 300.0, every: float = 0.5):
@@ -245,9 +219,10 @@ def interrupted(profile_env, tmp_path_factory) -> Interrupted:
     a checkpoint): `scontrol requeue` (preemption: SIGTERM, a checkpoint and exit; SLURM
     starts the same job again), then, once it has resumed, every process of its node's
     namespace killed (SLURM takes the node down and requeues the job onto the other node,
-    whose trainer takes the pack over at once: SLURM says its holder is gone)."""
+    whose trainer takes the pack over once the holder has not beaten for FENCE_S and SLURM
+    says it is gone)."""
     checkout = checkout_with(tmp_path_factory.mktemp("interrupted") / "checkout",
-                             one_pack_config(LONG_EPOCHS))
+                             sweep_config(LONG_EPOCHS, ("adam",)))
     proc = sweep(checkout, profile_env, AGGREGATE, background=True)
     try:
         job_id, checkpoint = training_job(checkout, proc)
@@ -306,17 +281,8 @@ def sweeping(proc: subprocess.Popen) -> bool:
     return True
 
 
-def kill_node(node: str) -> None:
-    """Every process of the node's namespace, as a lost node (SIGKILL: nothing says why)."""
-    pids = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True,
-                          check=True).stdout.split()
-    subprocess.run(["kill", "-9", *pids], check=False)
 
 
-def node_state(node: str) -> str:
-    done = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
-                          text=True)
-    return done.stdout.strip()
 
 
 def test_a_preempted_job_resumes_from_its_checkpoint(interrupted):
@@ -325,9 +291,13 @@ def test_a_preempted_job_resumes_from_its_checkpoint(interrupted):
 
 
 def test_a_node_lost_mid_training_resumes_on_the_other(interrupted, profile_env):
-    assert interrupted.seen, "status never showed the lost node's trainer"
-    assert all(t["state"] != "live" and not t["orphan"] for t in interrupted.seen), \
-        interrupted.seen
+    """Status shows the lost node's trainer cut off while its last beat is recent (from
+    outside, a dead node and one cut off from SLURM look alike until the beat is old),
+    then dead; never an orphan."""
+    seen = interrupted.seen
+    assert seen, "status never showed the lost node's trainer"
+    assert all((t["cut_off"] or t["state"] != "live") and not t["orphan"] for t in seen), seen
+    assert seen[0]["cut_off"], seen
     summary = pd.read_parquet(interrupted.checkout / "results" / "aggregate" / "runs.parquet")
     assert (summary["host"] != interrupted.lost_node).all()
     assert (summary["slurm_job_id"] == interrupted.job_id).all()  # SLURM requeued it
@@ -342,9 +312,10 @@ def test_interrupted_twice_it_trains_as_in_one_go(interrupted, uninterrupted):
 
 def test_one_pack_submitted_twice_at_once_trains_once(two_nodes, tmp_path):
     """Two jobs of one pack on the two nodes at the same moment: one trains, the other
-    ends at once with one line naming the holder's host and pid; one set of records."""
+    waits for it, naming the holder's host and pid in one line, and ends with status 0
+    without training once the records are there; one set of records."""
     config_file = tmp_path / "config.yaml"
-    config_file.write_text(yaml.safe_dump(one_pack_config(LONG_EPOCHS)))
+    config_file.write_text(yaml.safe_dump(sweep_config(LONG_EPOCHS, ("adam",))))
     ((pack_id, pack),) = grid.make_packs(grid.load_config(config_file)).items()
     spec = tmp_path / f"{pack_id}.json"
     pack.dump(spec)
@@ -354,11 +325,28 @@ def test_one_pack_submitted_twice_at_once_trains_once(two_nodes, tmp_path):
         stdout=subprocess.PIPE, text=True) for node in NODES]
     codes = [job.wait(timeout=600) for job in jobs]
     logs = {node: (tmp_path / f"{node}.log").read_text() for node in NODES}
-    assert sorted(codes) == [0, 2], (codes, logs)  # sbatch --wait: the job's own status
-    winner, loser = (NODES if codes[0] == 0 else NODES[::-1])
-    refusal = [line for line in logs[loser].splitlines() if "error" in line]
-    assert len(refusal) == 1 and f"on host {winner}" in refusal[0], logs[loser]
-    assert "by pid " in refusal[0], refusal
+    assert codes == [0, 0], (codes, logs)  # sbatch --wait: the job's own status
+    winner, loser = NODES if "of 2 runs" in logs[NODES[0]] else NODES[::-1]
+    waits = [line for line in logs[loser].splitlines() if ": waiting, looking again" in line]
+    assert len(waits) == 1 and f"on host {winner}" in waits[0], logs[loser]
+    assert "by pid " in waits[0], waits
+    assert logs[loser].splitlines()[-1].endswith("all 2 runs have records; nothing to train")
     assert "Traceback" not in logs[loser] and "of 2 runs" not in logs[loser]
     summaries, _ = files.read_folder_records(tmp_path / "runs", list(pack.runs))
     assert summaries.num_rows == 2 and set(summaries["host"].to_pylist()) == {winner}
+
+
+@pytest.mark.parametrize("fault", ["node-cut-off", "snakemake-restarted"])
+def test_a_fault_mid_epoch_deletes_nothing_and_trains_nothing_twice(
+        two_nodes, profile_env, uninterrupted, tmp_path, fault):
+    """The issue's two events (docs/workflow.md, "Running on a cluster", the matrix): a
+    node cut off while its trainer runs on (SLURM requeues its job elsewhere, whose
+    trainer waits for it, or finds its records), and the sweep restarted while its jobs
+    run (the resubmitted jobs wait for them): the same records as in one go, none
+    deleted at any moment, no epoch trained twice, status 0."""
+    row = inject(fault, "mid-epoch", tmp_path, uninterrupted["faults"], profile_env,
+                 FAULT_EPOCHS)
+    assert row.caught
+    assert (row.same_records, row.deleted, row.epochs_twice) == (True, 0, 0), row
+    assert all(s.split()[-1] == "0" for s in row.exit_status.split(", ")), row
+    assert "removed" not in row.note, row

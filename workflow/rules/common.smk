@@ -80,11 +80,11 @@ STOPPING = cost.config_stopping(config, PAPER_DIR / "published")
 PAPER_PDF = "results/paper/paper.pdf"
 
 
-# A run is finished exactly when its summary exists (written after its history). Snakemake
-# compiles a regular expression for each declared output it tests a requested file
-# against (0.44 ms each under cProfile: 7.5 of 24 s of a dry run over the paper's 8,325
-# runs), so only training jobs with unfinished runs get a rule, whose outputs are those
-# runs' summaries.
+# A run is finished exactly when its summary exists (written after its history). Only
+# unfinished runs' summaries are outputs of a rule (training.smk): Snakemake compiles a
+# regular expression for each declared output it tests a requested file against (0.44 ms
+# each under cProfile: 7.5 of 24 s of a dry run over the paper's 8,325 runs), and a file no
+# rule declares is one Snakemake never deletes.
 SUMMARIES = {
     pack_id: [f"results/runs/{run.run_dir}/summary.parquet" for run in pack.runs]
     for pack_id, pack in PACKS.items()
@@ -97,29 +97,30 @@ UNFINISHED = {
     if (missing := [path for path in paths if not EXISTS[path]])
 }
 # Training jobs: execution.packs_per_job packs to a job, balanced by their estimated
-# seconds (priorities and SLURM time limits: train.smk), each listing those of its packs
-# that have unfinished runs. The grouping is of every pack, never of the unfinished ones
-# alone: a SLURM job's own Snakemake parses the workflow again while other jobs finish,
-# and must find the same job under the same name.
+# seconds (priorities and SLURM time limits: train.smk). Every job of the config gets a
+# rule, finished or not: a SLURM job's own Snakemake parses the workflow again, maybe
+# after another trainer finished its runs (a requeue, a node cut off, a restarted sweep),
+# and must find the same rule under the same name (docs/records.md, "One trainer a pack").
 PACK_SECONDS = {
     pack_id: cost.pack_seconds(pack, THROUGHPUT, STOPPING, EXECUTION["compaction"])
     for pack_id, pack in PACKS.items()
 }
-TRAINING_JOBS = {
-    job: unfinished
-    for job, pack_ids in cost.training_jobs(
-        PACK_SECONDS, EXECUTION["packs_per_job"]
-    ).items()
-    if (unfinished := [pack_id for pack_id in pack_ids if pack_id in UNFINISHED])
-}
+TRAINING_JOBS = cost.training_jobs(PACK_SECONDS, EXECUTION["packs_per_job"])
+
+
+def job_outputs(pack_ids):
+    """A training job's outputs: the summaries of its unfinished runs, as this parse sees
+    them (none once another trainer finished them: the job then succeeds at once)."""
+    return [path for pack_id in pack_ids for path in UNFINISHED.get(pack_id, [])]
 
 
 def summary_files():
     """Every expected run's summary as the aggregate asks for it: a finished run's (a
-    plain file, no rule makes it) and, of each training job, its first output, which
-    brings the job in (Snakemake matches outputs in order); the job makes the rest
-    before the aggregate runs."""
-    return FINISHED + [UNFINISHED[ids[0]][0] for ids in TRAINING_JOBS.values()]
+    plain file, no rule makes it) and, of each training job with unfinished runs, its
+    first output, which brings the job in (Snakemake matches outputs in order); the job
+    makes the rest before the aggregate runs."""
+    outputs = [job_outputs(ids) for ids in TRAINING_JOBS.values()]
+    return FINISHED + [paths[0] for paths in outputs if paths]
 
 
 def get_records():
@@ -173,6 +174,7 @@ def confirm_cpu_launch():
         for job in workflow.dag.needrun_jobs()
         if job.rule.name.startswith("train_")
         for pack_id in TRAINING_JOBS[job.rule.name.removeprefix("train_")]
+        if pack_id in UNFINISHED
     ]
     _stop_unless_confirmed(pending)
 

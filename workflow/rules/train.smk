@@ -1,31 +1,32 @@
-# Training: one rule per training job with unfinished runs (TRAINING_JOBS, common.smk:
-# up to execution.packs_per_job packs, 1 by default). Its outputs are those runs'
-# summaries, so asking for one trains its packs, from their specs
-# (results/packs/<pack_id>.json); finished runs are no outputs, so Snakemake never
-# deletes them, and `initmem train` skips them. Specs are `ancient` inputs and every
-# param is `derived` (see common.smk): regrouping runs into packs or packs into jobs
-# retrains nothing; only missing records train. Time limits use eager step times
-# (THROUGHPUT): a CUDA-graph run falls back to eager steps when its self-check fails, so
-# its limit must cover those; and the expected epochs of early-stopping runs (STOPPING):
-# a job that outruns its limit checkpoints at SIGUSR1 and is resubmitted.
-# Longer jobs start first (priority: their estimated seconds), so no long job is left to
-# run alone at the end. One job writes every spec, before any training starts: a
-# training job is only ready once its spec exists, so specs written one per freed core
-# let whichever pack's spec came first train first, not the longest; and Snakemake runs
-# each `run:` job in a fresh process that parses the workflow again (4 s, so 2.5 of the
-# demo's 6 minutes went to 75 one-spec jobs). When one spec is missing, all are written
-# again from the config as it is, which is what one job per spec wrote too.
+# Training: one rule per training job of the config (TRAINING_JOBS, common.smk: up to
+# execution.packs_per_job packs, 1 by default), finished or not, so that a SLURM job's own
+# Snakemake always finds its rule. Its outputs are its unfinished runs' summaries, so
+# asking for one trains its packs, from their specs (results/packs/<pack_id>.json);
+# finished runs are no outputs, and `initmem train` skips them. No finished record is ever
+# deleted (docs/records.md, "One trainer a pack"): the outputs are update(), which
+# Snakemake never removes before a job runs, even when another trainer finished them
+# meanwhile; the profiles keep a failed job's outputs (keep-incomplete: a summary is
+# written whole or not at all). Specs are `ancient` inputs and every param is `derived`
+# (see common.smk): regrouping runs into packs or packs into jobs retrains nothing; only
+# missing records train. Time limits use eager step times (THROUGHPUT) and the expected
+# epochs of early-stopping runs (STOPPING); a job that outruns its limit checkpoints at
+# SIGUSR1 and is resubmitted. Longer jobs start first (priority: their estimated
+# seconds). One job writes every spec before any training starts, so whichever pack's
+# spec came first never trains first by accident, and the specs cost one parse, not one
+# each; when one is missing, all are written again from the config as it is.
+SPECS_TO_WRITE = [
+    f"results/packs/{pack_id}.json"
+    for pack_ids in TRAINING_JOBS.values()
+    if job_outputs(pack_ids)
+    for pack_id in pack_ids
+]
 
 
-if TRAINING_JOBS:
+if SPECS_TO_WRITE:
 
     rule write_pack_specs:
         output:
-            [
-                f"results/packs/{pack_id}.json"
-                for pack_ids in TRAINING_JOBS.values()
-                for pack_id in pack_ids
-            ],
+            SPECS_TO_WRITE,
         log:
             "logs/packs.log",
         localrule: True
@@ -43,7 +44,7 @@ for job, pack_ids in TRAINING_JOBS.items():
         input:
             specs=[ancient(f"results/packs/{pack_id}.json") for pack_id in pack_ids],
         output:
-            [path for pack_id in pack_ids for path in UNFINISHED[pack_id]],
+            [update(path) for path in job_outputs(pack_ids)],
         log:
             f"logs/train/{job}.log",
         priority: round(seconds)

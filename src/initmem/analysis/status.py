@@ -14,7 +14,9 @@ Trainers come from the heartbeats beside the checkpoints (records.heartbeat): ea
 its state and why, pack, epoch of its total, last beat, host and projected finish; a
 live one on this host with no Snakemake above it is an orphan (its Snakemake was killed).
 Another host's trainer is judged by one SLURM snapshot per call (records.cluster): one
-SLURM says is gone is dead, never an orphan, and its pack's runs count as failed. Device-
+SLURM says is gone is dead once it stops beating, never an orphan, and its pack's runs
+count as failed; while it still beats (a node cut off from SLURM) it is live and "cut
+off", its runs running, and status says what becomes of its pack. Device-
 hours spent are each finished pack's longest wall time (a pack's runs train at once) plus
 each running pack's elapsed time, against `initmem cost`'s projection of the same packs;
 the ETA divides what remains of the projection, scaled by the pace so far (time spent
@@ -71,6 +73,7 @@ class Trainer:
     projected_finish: float | None  # Unix time
     orphan: bool
     ended: str | None
+    cut_off: bool  # live, though SLURM says it is gone (heartbeat.Verdict)
 
 
 @dataclass
@@ -168,8 +171,9 @@ def _trainer(pack_id: str, beat: dict[str, Any], verdict: heartbeat.Verdict,
     return Trainer(pack_id, state, verdict.why, beat["pid"], beat["host"], beat["epoch"],
                    beat["epochs"], f"{part} of {parts}", now - beat["beat"],
                    beat["beat"] - beat["start"], done,
-                   None if left is None else beat["beat"] + left,
-                   state == heartbeat.LIVE and _orphan(beat), beat.get("ended"))
+                   None if left is None else beat.get("progress", beat["beat"]) + left,
+                   state == heartbeat.LIVE and _orphan(beat), beat.get("ended"),
+                   verdict.cut_off)
 
 
 def _strays(root: Path, keys: set[str], now: float,
@@ -298,11 +302,16 @@ def render(status: SweepStatus) -> str:
 
 
 def _trainer_state(t: Trainer) -> str:
-    """Its state; why, where it is not beating; orphan, where it is one."""
+    """Its state; why, where it is not beating or SLURM says it is gone; orphan, where it
+    is one."""
     if t.ended:
         return f"ended ({t.ended})"
     if t.state != heartbeat.LIVE:
         return f"{t.state} ({t.why})"
+    if t.cut_off:
+        return (f"live, cut off ({t.why}); the pack stays with it: a job SLURM requeued "
+                "waits for its records, and takes the pack over from its checkpoint once "
+                "it stops beating")
     return f"{t.state}, orphan: no Snakemake above it" if t.orphan else t.state
 
 

@@ -365,12 +365,17 @@ def rows_of(files: list[Path], counts: list[int]) -> Where:
     return lambda row: str(files[int(np.searchsorted(ends, row, side="right"))])
 
 
-def write_records(out_dir: str | Path, history: pd.DataFrame, summary: dict[str, Any]) -> None:
-    """Write one run's history, then its summary (whose presence marks completion)."""
+def write_records(out_dir: str | Path, history: pd.DataFrame, summary: dict[str, Any],
+                  replace: bool = True) -> bool:
+    """Write one run's history, then its summary (whose presence marks completion); with
+    replace=False a finished run (its summary exists, or appears before ours is placed)
+    is left as it is. Whether this call wrote the summary."""
     out = Path(out_dir)
+    if not replace and (out / "summary.parquet").exists():
+        return False
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(history_frame(history.to_dict("records")), out / "history.parquet")
-    atomic_write_parquet(summary_frame([summary]), out / "summary.parquet")
+    return atomic_write_parquet(summary_frame([summary]), out / "summary.parquet", replace)
 
 
 def content_digest(table: pa.Table) -> str:
@@ -471,14 +476,16 @@ def verified(table: pa.Table, where: object) -> pa.Table:
     return table
 
 
-def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
+def atomic_write_parquet(frame: pd.DataFrame, path: Path, replace: bool = True) -> bool:
     table = sealed(pa.Table.from_pandas(frame, preserve_index=False))
-    atomic_write_bytes(path, lambda fh: pq.write_table(table, fh))
+    return atomic_write_bytes(path, lambda fh: pq.write_table(table, fh), replace)
 
 
-def atomic_write_bytes(path: Path, write: Any) -> None:
+def atomic_write_bytes(path: Path, write: Any, replace: bool = True) -> bool:
     """Write a file by `write(fh)` into a temporary file, fsync, then rename it into
-    place (mode 0644): a crash leaves the old file or the new one, never a part."""
+    place (mode 0644): a crash leaves the old file or the new one, never a part. With
+    replace=False it is linked into place, so a file already there (even one another
+    process placed a moment before) stays; whether this call placed the file."""
     with naming(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -487,7 +494,16 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are read by the whole group
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)  # fails where path exists: never replaces it
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        return True
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,33 +1,41 @@
 """Heartbeats: which process trains which pack, and whether it still does.
 
 While `initmem train` trains a pack it keeps `<checkpoint root>/<pack key>.heartbeat.json`
-(pid, host, start, pack, epoch of its total, last beat; inside SLURM its job id, node and
-restart count), rewritten atomically at every epoch end and at most every BEAT_EVERY_S
-seconds between. It is removed when the pack is trained; a process that stops otherwise
-(preempted, interrupted, failed) marks it `ended` with why, and one that was SIGKILLed
-leaves it as it was; one orphaned by a killed Snakemake goes on beating.
+(pid, host, start, pack, epoch of its total; inside SLURM its job id, node and restart
+count) with two times: `beat`, rewritten every PULSE_S seconds by a thread of its own as
+long as the process lives and reaches the folder, and `progress`, at every epoch end and
+at most every BEAT_EVERY_S seconds of updates between (each atomically). It is removed
+when the pack is trained; a process that stops otherwise (preempted, interrupted, failed)
+marks it `ended` with why, and one that was SIGKILLed leaves it as it was; one orphaned
+by a killed Snakemake goes on beating.
 
 A heartbeat is, with a reason in words (`state` returns both)
-    live      its process is alive (same host) or it beat recently (another host)
-    stalled   its process is alive but has not beaten for longer than an epoch should take
-              (another host: no recent beat; that process may be dead or hung)
-    dead      its process is gone without a word (same host: SIGKILL; another host: SLURM
-              says its job no longer runs there)
+    live      its process is alive (same host) or beating (another host: a beat younger
+              than FENCE_S), and it progressed recently
+    stalled   alive or beating, but no progress for longer than an epoch should take
+              (another host: neither beat nor progress for that long, SLURM silent)
+    dead      its process is gone without a word (same host: SIGKILL; another host: no
+              beat for FENCE_S and SLURM says its job no longer runs there)
     ended     its process said it stopped (the pack resumes from its checkpoint)
-Another host's beat is judged by SLURM where SLURM answers (records.cluster), by its age
-where it does not. It is dead when it carries a SLURM job id and this process is a later
-start of that same job (a requeued job: SLURM runs one instance of a job at a time), or
-squeue does not list the job (it ended), or lists it in another state than RUNNING
-(pending after a requeue, completing), or running on nodes without the beat's, or sinfo
-shows the beat's node down. Otherwise it is live while its last beat is younger than
-max(STALL_MIN_S, 2 epochs as it measured them), then stalled.
+"Progressed recently" is within max(STALL_MIN_S, 2 epochs as it measured them). Another
+host's trainer is judged by its beat first: while it beats it is never dead, whatever
+SLURM says, since a node SLURM marks down, or a job it requeued, may be cut off from
+SLURM while its trainer runs on and writes to the shared folder (SLURM's word is not
+proof of death: `cut_off`). Silent for FENCE_S, it is dead where SLURM says its trainer
+is gone (records.cluster answers where it can): this process is a later start of the
+beat's SLURM job (a requeue), squeue does not list the job, lists it in another state
+than RUNNING, or running on nodes without the beat's, or sinfo shows the beat's node down.
 
 Before training a pack, `initmem train` takes `<pack key>.lock` (an exclusive flock,
 which the kernel drops when its process dies, even by SIGKILL), so of two trainers that
-start on one pack at the same instant exactly one goes on; then it refuses when a live or
-stalled heartbeat of another process on this host, or a live one from another host, holds
-it: an unlock and rerun of Snakemake can never train one pack twice. A dead one, or
-another host's stalled one, is taken over with a warning naming why.
+start on one pack at the same instant exactly one goes on; then it finds the pack held
+when a live or stalled heartbeat of another process on this host, or a live one from
+another host, holds it (Held: the trainer waits for the holder, training.command). A dead
+one, or another host's stalled one, is taken over with a warning naming why. Where the
+flock does not reach (a filesystem whose locks do not span nodes, a partition), the
+heartbeat is the fence: a trainer beats, checkpoints and writes records only while the
+heartbeat still names it (Fenced otherwise), so a trainer whose pack was taken over stops
+without writing (docs/records.md, "One trainer a pack").
 """
 
 from __future__ import annotations
@@ -37,9 +45,10 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +60,24 @@ from initmem.records.files import atomic_write_bytes
 
 log = logging.getLogger("initmem.train")
 SUFFIX = ".heartbeat.json"
-BEAT_EVERY_S = 30.0
-# No beat for this long, or for twice the epoch time the heartbeat measured (an epoch
-# ends with an evaluation and a checkpoint, between which nothing beats): stalled.
+BEAT_EVERY_S = 30.0  # the progress beat, at most this often during an epoch
+PULSE_S = 15.0  # the liveness beat, from its own thread
+# Not beating for this long: the trainer is dead or cannot reach the folder. Eight missed
+# pulses: room for an NFS client's cached view of the folder (acdirmax, 60 s by default)
+# and for hosts' clocks, which beats are stamped with (NTP keeps them within a second).
+FENCE_S = 120.0
+# No progress for this long, or for twice the epoch time the heartbeat measured (an epoch
+# ends with an evaluation and a checkpoint, during which the loop does not beat): stalled.
 STALL_MIN_S = 600.0
 LIVE, STALLED, DEAD, ENDED = "live", "stalled", "dead", "ended"
 
 
 class Held(InputError):
     """Another live process trains the pack."""
+
+
+class Fenced(InputError):
+    """Another trainer took the pack over: this one must stop without writing."""
 
 
 def path_of(root: Path, pack: Pack) -> Path:
@@ -73,6 +91,7 @@ NUMBER = (int, float)
 FIELDS = {"pid": int, "host": str, "pack": str, "start": NUMBER, "beat": NUMBER,
           "epoch": int, "epochs": int}
 OPTIONAL_FIELDS = {"spec": str, "epoch_s": NUMBER, "ended": str, "part": int, "parts": int,
+                   "progress": NUMBER,
                    "slurm_job_id": str, "slurm_node": str, "slurm_restarts": int}
 
 
@@ -115,6 +134,7 @@ class Verdict:
 
     state: str
     why: str
+    cut_off: bool = False  # live, though SLURM says its trainer is gone: a partition
 
 
 def state(beat: dict[str, Any], now: float | None = None, host: str | None = None,
@@ -123,19 +143,28 @@ def state(beat: dict[str, Any], now: float | None = None, host: str | None = Non
     host's beat: pass one snapshot to judge many beats by (a fresh one when None)."""
     if beat.get("ended"):
         return Verdict(ENDED, f"its trainer stopped: {beat['ended']}")
-    age = (time.time() if now is None else now) - beat["beat"]
+    now = time.time() if now is None else now
+    silent = now - beat.get("progress", beat["beat"])  # since it last progressed
     if beat["host"] == (host or socket.gethostname()):
         if not pid_alive(beat["pid"]):
             return Verdict(DEAD, f"pid {beat['pid']} is gone from this host")
-        return _by_age(beat, age)
+        return _by_progress(beat, silent)
     dead, said = _slurm_says(beat, cluster.Snapshot() if slurm is None else slurm)
-    return Verdict(DEAD, said) if dead else _by_age(beat, age, said)
+    if not dead:
+        return _by_progress(beat, silent, said)
+    quiet = now - beat["beat"]
+    if quiet > FENCE_S:
+        return Verdict(DEAD, f"{said}; no beat for more than {FENCE_S:.0f} s")
+    return replace(_by_progress(beat, silent, f"beat {quiet:.0f} s ago, though {said}: "
+                                              f"SLURM's word counts after {FENCE_S:.0f} s "
+                                              "without a beat (cut off from SLURM?)"),
+                   cut_off=True)
 
 
-def _by_age(beat: dict[str, Any], age: float, said: str = "") -> Verdict:
+def _by_progress(beat: dict[str, Any], silent: float, said: str = "") -> Verdict:
     limit = stall_after_s(beat)
-    recent = age <= limit
-    words = (f"last beat {age:.0f} s ago, "
+    recent = silent <= limit
+    words = (f"last progress {silent:.0f} s ago, "
              + (f"within {limit:.0f} s" if recent else f"more than {limit:.0f} s"))
     return Verdict(LIVE if recent else STALLED, f"{said}; {words}" if said else words)
 
@@ -174,12 +203,15 @@ def holder(beat: dict[str, Any]) -> str:
 
 @dataclass
 class Heartbeat:
-    """The heartbeat of the pack this process trains."""
+    """The heartbeat of the pack this process trains: progress from the training loop,
+    liveness from a thread of its own (start_pulse)."""
 
     path: Path
     fields: dict[str, Any]
-    last: float = 0.0  # monotonic time of the last beat
+    last: float = 0.0  # monotonic time of the last progress beat
     epoch_began: float = field(default_factory=time.monotonic)
+    writing: threading.RLock = field(default_factory=threading.RLock)  # fields and file
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     def updated(self, epoch: int, _k: int) -> None:
         """After an update: beat when BEAT_EVERY_S have passed since the last beat."""
@@ -193,9 +225,56 @@ class Heartbeat:
         self.epoch_began = now
 
     def beat(self, epoch: int, **fields: Any) -> None:
-        self.fields.update(fields, epoch=epoch, beat=time.time())
+        """Progress: write the heartbeat with this epoch, unless the pack was taken over."""
+        self.check_owned()
+        self.claim(epoch, **fields)
+
+    def claim(self, epoch: int, **fields: Any) -> None:
+        """Write the heartbeat with this epoch, over whichever was there (the first beat
+        takes the pack over from a dead or ended trainer; later ones beat())."""
+        now = time.time()
+        with self.writing:
+            self.fields.update(fields, epoch=epoch, beat=now, progress=now)
+            self._write()
         self.last = time.monotonic()
-        atomic_write_bytes(self.path, lambda fh: fh.write(json.dumps(self.fields).encode()))
+
+    def check_owned(self) -> None:
+        """Fenced when the heartbeat names another trainer that has not ended: it took the
+        pack over (this one was judged dead: cut off, or silent too long), so this one
+        must not beat, checkpoint or write records. A missing heartbeat is ours to write."""
+        beat = read(self.path)
+        if beat is None or beat.get("ended") or all(
+                beat[k] == self.fields[k] for k in ("pid", "host", "start")):
+            return
+        raise Fenced(f"pack {self.fields['pack']} was taken over by {holder(beat)}; this "
+                     f"trainer stops without writing (its heartbeat {self.path} names that one)")
+
+    def start_pulse(self) -> threading.Thread:
+        """Beat every PULSE_S in a daemon thread until stop_pulse (or the pack is taken
+        over): the beat says the process lives, whatever its loop is doing."""
+        thread = threading.Thread(target=self._pulse, name="heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+    def stop_pulse(self) -> None:
+        self.stopped.set()
+
+    def _pulse(self) -> None:
+        while not self.stopped.wait(PULSE_S):
+            try:
+                self.check_owned()
+                with self.writing:
+                    self.fields["beat"] = time.time()
+                    self._write()
+            except Fenced:
+                return  # the loop's next beat or write raises it there
+            except OSError as err:  # the folder out of reach: a missed beat, not a stop
+                log.warning("heartbeat %s not written: %s", self.path, err)
+
+    def _write(self) -> None:
+        with self.writing:
+            text = json.dumps(self.fields).encode()
+            atomic_write_bytes(self.path, lambda fh: fh.write(text))
 
 
 def _check_free(path: Path) -> None:
@@ -278,11 +357,19 @@ def _beating(path: Path, pack: Pack, spec: Path):
         "runs": len(pack.runs), "epochs": pack.recipe.epochs, "part": 1, "parts": 1,
         "epoch_s": None, "slurm_job_id": job and job.id, "slurm_node": job and job.node,
         "slurm_restarts": job and job.restarts})
-    heartbeat.beat(1)
+    heartbeat.claim(1)
+    pulse = heartbeat.start_pulse()
     try:
         yield heartbeat
     except BaseException as err:
-        with suppress(OSError):  # a full disk: the error that matters is err
+        heartbeat.stop_pulse()
+        pulse.join()
+        # a full disk, or the pack taken over (its new trainer's beat is not ours to end):
+        # the error that matters is err
+        with suppress(OSError, Fenced):
             heartbeat.beat(heartbeat.fields["epoch"], ended=f"{type(err).__name__}: {err}")
         raise
+    heartbeat.stop_pulse()
+    pulse.join()
+    heartbeat.check_owned()
     path.unlink(missing_ok=True)

@@ -3,8 +3,14 @@
 Several specs train one after another in one process (one start-up, one read of the
 data set: most of a small CPU pack's time). Each pack resumes from its checkpoint when
 one exists; trained packs keep their final checkpoints until every pack of the job is
-done, so a job that fails or is preempted later costs its finished packs nothing when it
-is rerun (the workflow deletes a failed job's records; they are rewritten from those).
+done, and their records stay (a failed job's are never deleted, docs/records.md), so a
+job that fails or is preempted later costs its finished packs nothing when it is rerun.
+A pack whose runs all have records is skipped in one line (the job succeeds: another
+trainer finished it while this job waited or was requeued). A pack that another live
+trainer holds (records.heartbeat) is waited for: the job ends when that trainer's records
+are written, or takes the pack over from its checkpoint when it stops; a trainer whose
+pack was taken over stops without writing (Fenced) and exits with PREEMPTED_EXIT, for the
+scheduler to retry later.
 On SIGTERM or SIGUSR1 (what SLURM sends at preemption and, with --signal, before the
 time limit) it finishes the update in flight, writes a checkpoint and exits with
 PREEMPTED_EXIT so the job can be requeued; on SIGINT (Ctrl-C, which a terminal sends to
@@ -17,7 +23,9 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -39,6 +47,8 @@ INTERRUPTED_EXIT = 130
 STOP_EXIT = {signal.SIGTERM: PREEMPTED_EXIT, signal.SIGUSR1: PREEMPTED_EXIT,
              signal.SIGINT: INTERRUPTED_EXIT}
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
+POLL_S = 5.0  # how often a trainer waiting for a held pack looks again
+WAIT_NOTE_S = 600.0  # how often it says that it still waits
 
 
 def resolve_device(name: str, deterministic: bool = True) -> torch.device:
@@ -153,7 +163,8 @@ def train_part(part: Pack, splits: data.Splits, args: argparse.Namespace,
                           checkpoint_every_s=args.checkpoint_every,
                           progress=not args.no_progress, compaction=args.compaction,
                           observers=[beat] + ([curves] if curves else []),
-                          trust_checkpoint=args.trust_checkpoint, **speed)
+                          trust_checkpoint=args.trust_checkpoint, guard=beat.check_owned,
+                          **speed)
     beat.beat(trainer.loop.epoch)  # a resumed part starts past epoch 1
     trainer.stop_requested = stop["requested"]
     stop["trainer"] = trainer
@@ -221,13 +232,18 @@ def main(args: argparse.Namespace) -> int:
     summaries, trained = [], []
     for spec, pack in zip(args.specs, packs, strict=True):
         try:
-            with heartbeat.held(root, pack, spec) as beat:
-                summaries += train_pack(pack, args, device, root, stop, trained, beat)
+            with ExitStack() as holding:
+                beat = wait_for_pack(holding, root, pack, spec, args.out_dir, stop)
+                if beat is not None:
+                    summaries += train_pack(pack, args, device, root, stop, trained, beat)
         except Preempted as err:  # one line, no traceback
             status = STOP_EXIT[stop["signal"]]
             log.warning("received %s: %s; exiting with status %d", stop["signal"].name, err,
                         status)
             return status
+        except heartbeat.Fenced as err:
+            log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
+            return PREEMPTED_EXIT
     if not args.keep_checkpoint:
         for part in trained:
             checkpoint.remove(root / part.key)
@@ -237,6 +253,27 @@ def main(args: argparse.Namespace) -> int:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
                  s["tau_best"], s["test_acc_best"])
     return 0
+
+
+def wait_for_pack(holding: ExitStack, root: Path, pack: Pack, spec: Path, out_dir: Path,
+                  stop: dict) -> heartbeat.Heartbeat | None:
+    """The pack's heartbeat, held in `holding`, once no other live trainer holds the pack;
+    None when its runs all have records (finished here before, or by the trainer waited
+    for). Preempted when a stop is asked for while waiting (nothing to checkpoint)."""
+    said = -WAIT_NOTE_S
+    while unfinished_runs(pack.runs, out_dir):
+        try:
+            return holding.enter_context(heartbeat.held(root, pack, spec))
+        except heartbeat.Held as held:
+            if stop["requested"]:
+                raise Preempted(f"stopped while waiting for pack {pack.key}") from None
+            if time.monotonic() - said >= WAIT_NOTE_S:
+                log.info("%s: waiting, looking again every %.0f s (its records end this "
+                         "job; if it stops, this job resumes its checkpoint)", held, POLL_S)
+                said = time.monotonic()
+            time.sleep(POLL_S)
+    log.info("pack %s: all %d runs have records; nothing to train", pack.key, len(pack.runs))
+    return None
 
 
 def train_pack(pack: Pack, args: argparse.Namespace, device: torch.device, root: Path,

@@ -222,7 +222,7 @@ class PackTrainer:
                  checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
                  progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
                  compaction: bool = True, observers: Sequence[Observer] = (),
-                 trust_checkpoint: bool = False):
+                 trust_checkpoint: bool = False, guard: Callable[[], None] = lambda: None):
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -233,6 +233,7 @@ class PackTrainer:
         self.checkpoint_every_s, self.progress = checkpoint_every_s, progress
         self.cuda_graph, self.channels_last, self.compaction = cuda_graph, channels_last, compaction
         self.observers, self.trust_checkpoint = observers, trust_checkpoint
+        self.guard = guard  # called before every write: raises when the pack is not ours
         self._build(len(runs))
         self.model.init_([r.sigma_w for r in runs],
                          [data.run_generators(r.seed, "cpu")["init"] for r in runs])
@@ -390,7 +391,10 @@ class PackTrainer:
                                  data_verification=self.splits.verification,
                                  host=socket.gethostname(), slurm_job_id=cluster.job_id(),
                                  resumed_from_epoch=self.resumed_from_epoch)
-        write_records(self.out_dir / state.run.run_dir, history, summary)
+        self.guard()
+        if not write_records(self.out_dir / state.run.run_dir, history, summary, replace=False):
+            log.warning("%s: its records were written by another trainer meanwhile; kept as "
+                        "they are", state.run.run_id)
         state.written = True
         self.summaries.append(summary)
 
@@ -430,6 +434,7 @@ class PackTrainer:
         return 3 * weights + slots + n * per_run + 2**20
 
     def _save(self) -> None:
+        self.guard()
         if self.checkpoint_dir is not None:
             checkpoint.save(self.checkpoint_dir, self._checkpoint_state())
 
