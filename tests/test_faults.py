@@ -6,13 +6,12 @@ jobs run waits for them: no finished record deleted, no pack trained twice."""
 from __future__ import annotations
 
 import signal
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from cluster_faults import Watch
 from fakes import write_fake_run
 from test_status import wait_for_trainers
 from workflow_helpers import TEST_CONFIG, snakemake, snakemake_background
@@ -23,15 +22,17 @@ from initmem.records.files import read_records
 from initmem.training import checkpoint
 
 
+def summaries_of(work: Path, config: Path) -> list[Path]:
+    """Where each run of the config has its summary."""
+    return [work / "results" / "runs" / run.run_dir / "summary.parquet"
+            for pack in grid.make_packs(grid.load_config(config)).values()
+            for run in pack.runs]
+
+
 def records_of(work: Path, config: Path) -> dict[Path, tuple[bytes, int]]:
     """Each run's summary (every run of the config): its bytes and mtime."""
-    found = {}
-    for pack in grid.make_packs(grid.load_config(config)).values():
-        for run in pack.runs:
-            path = work / "results" / "runs" / run.run_dir / "summary.parquet"
-            if path.exists():
-                found[path] = (path.read_bytes(), path.stat().st_mtime_ns)
-    return found
+    return {path: (path.read_bytes(), path.stat().st_mtime_ns)
+            for path in summaries_of(work, config) if path.exists()}
 
 
 def test_a_jobs_own_snakemake_finds_its_rule_after_its_runs_finished(tmp_path):
@@ -84,25 +85,6 @@ def long_config(tmp_path: Path, epochs: int) -> Path:
     return path
 
 
-class Watch(threading.Thread):
-    """Notes every summary that, once there, disappears (what Snakemake's 'Removing
-    output files of failed job' did), every 50 ms until stopped."""
-
-    def __init__(self, work: Path, config: Path):
-        super().__init__(daemon=True)
-        self.work, self.config = work, config
-        self.seen: set[Path] = set()
-        self.vanished: set[Path] = set()
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            now = set(records_of(self.work, self.config))
-            self.vanished |= self.seen - now
-            self.seen |= now
-            time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_a_sweep_restarted_while_its_jobs_run_waits_for_them(tmp_path):
     """The submitting Snakemake killed mid-training (a login shell that closed), its
@@ -119,12 +101,11 @@ def test_a_sweep_restarted_while_its_jobs_run_waits_for_them(tmp_path):
     pids = {heartbeat.read(p)["pid"] for p in root.glob(f"*{heartbeat.SUFFIX}")}
     unlock = snakemake(work, config, "--unlock")
     assert unlock.returncode == 0, unlock.stderr
-    watch = Watch(work, config)
+    watch = Watch(work / "results" / "runs", summaries_of(work, config))
     watch.start()
     again = snakemake_background(work, config, "results/aggregate/runs.parquet")
     out, err = again.communicate(timeout=900)
-    watch.done.set()
-    watch.join()
+    watch.stop()
     assert again.returncode == 0, out + err
     assert "Removing output files" not in out + err
     assert watch.vanished == set() and len(watch.seen) == 4
