@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from initmem.plan.architectures import ARCHITECTURES, RESNET9
 from initmem.plan.memory import (
@@ -175,17 +176,19 @@ class PackedNet(nn.Module):
         x = x.amax(dim=(2, 3)) if self.pool == "max" else x.mean(dim=(2, 3))
         return self.dense(x.view(x.shape[0], self.n, -1))
 
-    def kernels(self) -> list[Tensor]:
-        """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on."""
-        return [p for name, p in self.named_parameters() if name.endswith("kernel")]
+    def kernels(self, tensors: dict[str, Tensor] | None = None) -> list[Tensor]:
+        """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on; of
+        `tensors` (the network's state by name, e.g. its evaluation state) if given."""
+        named = self.named_parameters() if tensors is None else tensors.items()
+        return [p for name, p in named if name.endswith("kernel")]
 
-    def kernel_sq_norm(self) -> Tensor:
+    def kernel_sq_norm(self, tensors: dict[str, Tensor] | None = None) -> Tensor:
         """sum of squared kernel entries per run, shape (N,): what Keras' L2 penalises."""
-        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels()]).sum(0)
+        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels(tensors)]).sum(0)
 
-    def kernel_fro_norm(self) -> Tensor:
+    def kernel_fro_norm(self, tensors: dict[str, Tensor] | None = None) -> Tensor:
         """||W||_F per run, shape (N,)."""
-        return self.kernel_sq_norm().sqrt()
+        return self.kernel_sq_norm(tensors).sqrt()
 
     @torch.no_grad()
     def init_(self, sigma_ws: Sequence[float], generators: Sequence[torch.Generator]) -> None:
@@ -245,6 +248,40 @@ def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
     else:
         body, features = cifar_resnet_body(n_runs, recipe.width, arch.depth)
     return PackedNet(n_runs, body, arch.pooling, features)
+
+
+@torch.no_grad()
+def batchnorm_statistics(model: PackedNet, tensors: dict[str, Tensor],
+                         batches: Sequence[Tensor]) -> dict[str, Tensor]:
+    """Every BatchNorm layer's moving statistics for the network at `tensors` (its state by
+    name): the mean over `batches` (images (B, 3, H, W), shared by the runs) of each
+    batch's mean and biased variance in training mode, the quantities Keras' moving
+    averages follow. Neither `tensors` nor the model's buffers change. {}: no BatchNorm."""
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, KerasBatchNorm)}
+    sums: dict[str, list[Tensor]] = {}
+
+    def recorder(name: str):
+        def record(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+            var, mean = torch.var_mean(args[0], dim=(0, 2, 3), correction=0)
+            sums[name] = [mean, var] if name not in sums else [sums[name][0] + mean,
+                                                                sums[name][1] + var]
+        return record
+
+    # the training-mode forward updates whatever buffers it is given: give it copies
+    scratch = {**tensors, **{name: t.clone() for name, t in model.named_buffers()}}
+    handles = [m.register_forward_pre_hook(recorder(name)) for name, m in layers.items()]
+    training = model.training
+    try:
+        model.train()
+        for x in batches if layers else ():
+            functional_call(model, scratch, (x,))
+    finally:
+        model.train(training)
+        for handle in handles:
+            handle.remove()
+    return {f"{name}.{buffer}": (total / len(batches)).view_as(layers[name].moving_mean)
+            for name, (mean, var) in sums.items()
+            for buffer, total in (("moving_mean", mean), ("moving_variance", var))}
 
 
 def bn_variance_ratio(model: PackedNet) -> Tensor:
