@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from initmem.plan.architectures import ARCHITECTURES, RESNET9
-from initmem.plan.memory import (
-    CIFAR_RESNET_CHANNELS,
-    NUM_CLASSES,
-    RESNET9_CHANNELS,
-    channels,
-)
+from initmem.plan.architectures import ARCHITECTURES
+from initmem.plan.bodies import body_of
+from initmem.plan.memory import NUM_CLASSES
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import BN_MOMENTUM
 
@@ -207,46 +204,18 @@ class PackedNet(nn.Module):
                 p[i].copy_(draw * std)
 
 
-def resnet9_body(n: int, width: float, norm: str) -> tuple[nn.Module, int]:
-    """The DAWNBench ResNet-9: prep 64; 128+pool+res; 256+pool; 512+pool+res."""
-    c64, c128, c256, c512 = (channels(c, width) for c in RESNET9_CHANNELS)
-
-    def block(c_in: int, c_out: int) -> nn.Sequential:
-        return ConvNormReLU(n, c_in, c_out, norm)
-
-    body = nn.Sequential(
-        block(3, c64),
-        block(c64, c128), nn.MaxPool2d(2),
-        Residual(block(c128, c128), block(c128, c128)),
-        block(c128, c256), nn.MaxPool2d(2),
-        block(c256, c512), nn.MaxPool2d(2),
-        Residual(block(c512, c512), block(c512, c512)),
-    )
-    return body, c512
-
-
-def cifar_resnet_body(n: int, width: float, depth: int) -> tuple[nn.Module, int]:
-    """He et al.'s CIFAR ResNet (6n+2 layers), as Keras' resnet_v1 example builds it."""
-    blocks = (depth - 2) // 6
-    widths = [channels(c, width) for c in CIFAR_RESNET_CHANNELS]
-    layers: list[nn.Module] = [ConvNormReLU(n, 3, widths[0], "batch")]
-    c_in = widths[0]
-    for stage, c_out in enumerate(widths):
-        for block in range(blocks):
-            stride = 2 if stage > 0 and block == 0 else 1
-            layers.append(BasicBlock(n, c_in, c_out, stride))
-            c_in = c_out
-    return nn.Sequential(*layers), c_in
+# What a network family's builder composes (initmem.plan.bodies: the torch-free family
+# modules get it passed in).
+LAYERS = SimpleNamespace(conv_norm=ConvNormReLU, conv=PackedConv2d, residual=Residual,
+                         basic_block=BasicBlock, sequential=nn.Sequential,
+                         max_pool=nn.MaxPool2d)
 
 
 def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
-    """The recipe's architecture (its declaration) for a pack of n_runs (parameters
-    uninitialised)."""
+    """The recipe's architecture (its declaration, its body's family module) for a pack of
+    n_runs (parameters uninitialised)."""
     arch = ARCHITECTURES[recipe.arch]
-    if arch.body == RESNET9:
-        body, features = resnet9_body(n_runs, recipe.width, arch.normalisation)
-    else:
-        body, features = cifar_resnet_body(n_runs, recipe.width, arch.depth)
+    body, features = body_of(arch).build(LAYERS, n_runs, arch, recipe.width)
     return PackedNet(n_runs, body, arch.pooling, features)
 
 
