@@ -4,7 +4,10 @@ Per epoch and run it logs what Keras' `fit` logs (training metrics as running me
 training mode; validation and test in inference mode), ||W||_F, how far BatchNorm's
 moving variances are from the batch's (models.bn_variance_ratio: is inference mode a
 valid evaluation yet?), the rate and the clocks T_SGD, T_L2, T_adapt. Metrics accumulate
-on the device and are read once per epoch.
+on the device and are read once per epoch. Everything evaluated (validation, test,
+||W||_F, tau_best's weights, early stopping, the final and saved weights) is read at the
+weights the optimizer declares it is evaluated at (evaluation_state; its parameters
+unless it declares others, as Schedule-Free AdamW does).
 A run whose loss turns non-finite is recorded as diverged and stops; a run that early-stops
 stops; its records are written at once. The other runs go on.
 

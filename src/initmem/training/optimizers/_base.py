@@ -34,6 +34,9 @@ operations where that costs nothing:
   run (Nadam's running product of momentum-decay factors). An optimizer keeps no other
   state between steps: a plain attribute would not follow a compaction, a resume or a
   graph's capture check (tests/test_optimizer_registry.py checks all three).
+- Two hooks say what differs from that: `decoupled_decays()` (the Keras-style decay
+  groups; [] for a method that decays inside its update) and `evaluation_parameters()`
+  (the weights the method is evaluated at, out of place; Schedule-Free AdamW's x).
 - The kernel L2 penalty is the training loop's job (added to the loss, so its gradient is
   coupled through momentum and Adam), not the optimizer's.
 
