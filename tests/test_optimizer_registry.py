@@ -422,6 +422,7 @@ def keras_steps(keras, recipe: Recipe, dtype: str) -> tuple[dict, dict]:
         opt.step(LRS[k])
     for n, v in variables.items():
         assert np.abs(v.numpy() - initial[n]).max() > 1e-3, n  # it moved
+    assert not opt.evaluation_parameters()  # Keras evaluates at its variables: so must we
     return ({n: p[0].detach().numpy() for n, p in ours.items()},
             {n: v.numpy() for n, v in variables.items()})
 
