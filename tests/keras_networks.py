@@ -1,13 +1,10 @@
 """The paper's networks written in Keras 3 from its description, for differential tests.
 
-Written from the paper (Appendix A) and the Keras recipe (README, "The recipe, as Keras
-runs it"), not from `initmem.training.models`: the DAWNBench ResNet-9 (prep 64;
-128 + max-pool + residual; 256 + max-pool; 512 + max-pool + residual; global max-pool,
-or global average pool for R9-AvgPool; every conv 3x3 -> norm -> ReLU), the ResNet-9-LN
-(LayerNormalization over channels instead of BatchNorm) and Keras' `resnet_v1` CIFAR
-ResNets (6n + 2 layers: ResNet-20, -56, -110 for n = 3, 9, 18; conv-BN-ReLU-conv-BN +
-shortcut, ReLU; 1x1 stride-2 projection shortcut without BN at a stage change; global
-average pool). Every conv and dense has a bias; kernels ~ N(0, sigma_w^2 / fan_in),
+Each network family's Keras twin is its module's `keras` (initmem.plan.bodies), written
+from the paper (Appendix A) and the Keras recipe (README, "The recipe, as Keras runs it")
+with Keras' layers, not from `initmem.training.models`: the DAWNBench ResNet-9, Keras'
+`resnet_v1` CIFAR ResNets, VGG-11 with BatchNorm; this file is the builder they create
+their weighted layers with. Every conv and dense has a bias; kernels ~ N(0, sigma_w^2 / fan_in),
 biases ~ N(0, 0.2^2), BatchNorm gamma 1, beta 0. Which of the two it builds, at which
 depth, normalisation and pooling, is read from the network's declaration
 (initmem.plan.architectures), so every declared network has its Keras reference.
@@ -31,10 +28,12 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 import torch  # noqa: E402
 from keras_arguments import keras_kwargs  # noqa: E402
 
-from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET, RESNET9  # noqa: E402
+from initmem.plan.architectures import ARCHITECTURES  # noqa: E402
+from initmem.plan.bodies import body_of  # noqa: E402
 from initmem.plan.spec import Recipe  # noqa: E402
 from initmem.training import data, step  # noqa: E402
 from initmem.training.models import (  # noqa: E402
@@ -103,49 +102,18 @@ class _Builder:
             bias_initializer=self._normal(BIAS_STD)))(x)
 
 
-def _resnet9(net: _Builder, x, pool: str):
-    c64, c128, c256, c512 = (net.channels(c) for c in (64, 128, 256, 512))
-    x = net.conv_norm(x, c64)
-    x = layers.MaxPooling2D(2)(net.conv_norm(x, c128))
-    x = layers.Add()([x, net.conv_norm(net.conv_norm(x, c128), c128)])
-    x = layers.MaxPooling2D(2)(net.conv_norm(x, c256))
-    x = layers.MaxPooling2D(2)(net.conv_norm(x, c512))
-    x = layers.Add()([x, net.conv_norm(net.conv_norm(x, c512), c512)])
-    pooled = layers.GlobalMaxPooling2D() if pool == "max" else layers.GlobalAveragePooling2D()
-    return net.dense(pooled(x))
-
-
-def _resnet_v1(net: _Builder, x, depth: int):
-    """Keras' resnet_v1 example (its 'he_normal' init replaced by the paper's)."""
-    filters = net.channels(16)
-    x = net.conv_norm(x, filters)
-    for stack in range(3):
-        for block in range(depth // 6):  # (depth - 2) / 6 blocks per stack
-            stride = 2 if stack > 0 and block == 0 else 1
-            y = net.conv_norm(x, filters, stride=stride)
-            y = net.conv_norm(y, filters, relu=False)
-            if stride == 2:  # linear projection shortcut: 1x1 conv, no BN, no activation
-                x = net.conv(x, filters, kernel=1, stride=stride)
-            x = layers.ReLU()(layers.Add()([x, y]))
-        filters *= 2
-    x = layers.GlobalAveragePooling2D()(x)  # AveragePooling2D(8) + Flatten on 8x8 maps
-    return net.dense(x)
-
-
 def keras_network(arch: str, sigma_w: float, width: float = 1.0, seed: int = 0,
                   l2: float = 0.0) -> tuple[keras.Model, list[layers.Layer]]:
     """The declared network `arch` in Keras (floatx decides its dtype), and its weighted
-    layers: its declaration's kind, depth, normalisation and pooling, built here."""
+    layers: its family's Keras twin (initmem.plan.bodies), with its declaration's depth,
+    normalisation and pooling. A family that declares no twin skips the calling test."""
     declared = ARCHITECTURES[arch]
+    family = body_of(declared)
+    if family.keras is None:
+        pytest.skip(f"{arch}: no Keras twin ({family.NO_KERAS_TWIN})")
     net = _Builder(sigma_w, width, seed, l2, declared.normalisation)
     inputs = keras.Input((32, 32, 3))
-    if declared.body == RESNET9:
-        outputs = _resnet9(net, inputs, declared.pooling)
-    elif declared.body == CIFAR_RESNET:
-        outputs = _resnet_v1(net, inputs, declared.depth)
-    else:
-        raise ValueError(f"no Keras reference for a {declared.body} body ({arch})")
-    return keras.Model(inputs, outputs), net.weighted
+    return keras.Model(inputs, family.keras(net, layers, inputs, declared)), net.weighted
 
 
 def _to_ours(kind: str, name: str, value: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from analysis_frames import scorecard_of
 
 from initmem.analysis import claims, figures, tables
 from initmem.analysis.figures.common import FigureInputs
+from initmem.analysis.tables import rows as table_rows
 from initmem.plan import grid
 from initmem.plan.spec import OPTIMIZERS, Recipe
 from initmem.records import synthetic
@@ -101,3 +102,22 @@ def test_lion_enters_the_claims_adaptive_cell_by_its_declaration(records):
                  if c["id"] == "adaptive_forget_b128")
     cell = claims.select_cell(runs, {**claim["cells"]["adaptive"], "b": 16})  # Lion's b
     assert set(cell["optimizer"]) == {"adam", "lion"}
+
+
+def test_an_optimizer_entry_sets_its_schedule_and_its_labels_say_so():
+    """config/schedule_free.yaml: Schedule-Free AdamW's entry sets a constant rate, the
+    others keep common's cosine; Table 1, Table 2 and Fig. 1's legend name the schedule
+    that differs, and only that one."""
+    config = grid.load_config(ROOT / "config" / "schedule_free.yaml")
+    schedules = {r.recipe.optimizer: r.recipe.schedule for r in grid.expand_runs(config)}
+    assert schedules == {"sgd": "cosine", "adam": "cosine", "schedule_free_adamw": "constant"}
+    runs, epochs = synthetic.generate(config)
+    label = "Schedule-Free AdamW (constant rate)"
+    assert [row["label"] for row in table_rows.optimizer_settings(config)["rows"]] == [
+        "SGD", "Adam", label]
+    tex = tables.render(tables.build(2, runs, config), tables.is_synthetic(runs))
+    assert any(f" & {label} & " in line for line in tex.splitlines())
+    fig = figures.draw(1, FigureInputs(runs, epochs.to_pandas(), config))
+    labels = {t.get_text() for legend in [*fig.legends, *(a.get_legend() for a in fig.axes)]
+              if legend is not None for t in legend.get_texts()}
+    assert label in labels and "Adam" in labels

@@ -15,6 +15,7 @@ channel widths are cut (`WIDTHS`) to keep the whole file within CI's budget.
 """
 
 import os
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -34,7 +35,7 @@ keras = pytest.importorskip("keras", reason="keras 3 is not installed (pip insta
 import keras_networks  # noqa: E402
 from fakes import FakeGraph  # noqa: E402
 
-from initmem.plan import memory  # noqa: E402
+from initmem.plan import bodies, memory  # noqa: E402
 from initmem.plan.architectures import ARCHITECTURES, RESNET9  # noqa: E402
 from initmem.plan.architectures import ARCHS as DECLARED  # noqa: E402
 from initmem.plan.optimizers import OPTIMIZERS, declarations  # noqa: E402
@@ -205,6 +206,15 @@ def test_parameter_count_is_keras(arch):
     with torch.device("meta"):
         ours = build_model(recipe, 1)
     assert keras_param_count(ours) == model.count_params() == memory.parameter_count(recipe)
+
+
+def test_a_family_without_a_keras_twin_skips(monkeypatch):
+    """A family module may declare no Keras twin (keras = None) with its reason: the Keras
+    reference tests of its networks then skip, saying why, instead of failing."""
+    family = types.SimpleNamespace(keras=None, NO_KERAS_TWIN="no Keras layer for it")
+    monkeypatch.setitem(bodies.bodies(), "vgg", family)
+    with pytest.raises(pytest.skip.Exception, match=r"vgg11: no Keras twin \(no Keras layer"):
+        keras_networks.keras_network("vgg11", 1.0)
 
 
 def test_the_two_muon_readings_differ_far_beyond_the_tolerance():

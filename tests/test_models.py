@@ -3,14 +3,17 @@
 The tests of a network's build run over every declared network (ARCHS), so a new entry of
 initmem.plan.architectures is tested without a test naming it."""
 
+import dataclasses
 import math
+import types
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from initmem.plan import memory
-from initmem.plan.architectures import ARCHS
+from initmem.errors import InputError
+from initmem.plan import bodies, memory
+from initmem.plan.architectures import ARCHITECTURES, ARCHS
 from initmem.plan.spec import Recipe
 from initmem.training.models import (
     KerasBatchNorm,
@@ -33,6 +36,42 @@ def recipe(arch="resnet9", width=1.0):
                                             ("resnet20", 0.27)])  # He et al., Table 6
 def test_keras_parameter_counts_match_the_paper(arch, millions):
     assert round(keras_param_count(build_model(recipe(arch), 1)) / 1e6, 2) == millions
+
+
+def test_vgg11_has_its_published_parameter_count():
+    """VGG-11 with BatchNorm on CIFAR-10 (one dense layer on 512 features): 9,231,114
+    trainable parameters, as CIFAR implementations print it; Keras' count and the plan's
+    add the 2 x 2,752 BatchNorm moving statistics."""
+    model = build_model(recipe("vgg11"), 1)
+    assert sum(p.numel() for p in model.parameters()) == 9_231_114
+    assert keras_param_count(model) == memory.parameter_count(recipe("vgg11")) == 9_236_618
+
+
+def test_an_unknown_body_is_refused_in_one_line_everywhere(monkeypatch):
+    """A network whose family has no module (initmem.plan.bodies) is refused, naming the
+    body and the allowed ones, by the plan's count and by training's build: never built
+    as another network."""
+    monkeypatch.setitem(ARCHITECTURES, "resnet9",
+                        dataclasses.replace(ARCHITECTURES["resnet9"], body="wide_resnet"))
+    message = (r"^arch 'resnet9' has body='wide_resnet', which is not allowed; body must be "
+               r"one of cifar_resnet, resnet9, vgg \(a module in .*bodies\)$")
+    for use in (memory.parameter_count, lambda r: build_model(r, 1)):
+        with pytest.raises(InputError, match=message):
+            use(recipe("resnet9"))
+
+
+def test_a_family_module_declares_builder_count_and_keras_twin():
+    """A family module without its builder, its convs or its Keras twin (or the reason it
+    has none) is refused in one line naming what is missing."""
+    module = types.ModuleType("half")
+    module.__file__, module.convs, module.keras = "half.py", len, None
+    with pytest.raises(InputError, match=r"^half.py: build missing; a network family"):
+        bodies._checked(module)
+    module.build = len
+    with pytest.raises(InputError, match=r"^half.py: NO_KERAS_TWIN missing"):
+        bodies._checked(module)
+    module.NO_KERAS_TWIN = "no Keras layer for it"
+    assert bodies._checked(module) is module
 
 
 def test_exact_counts_by_hand():

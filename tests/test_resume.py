@@ -86,10 +86,11 @@ def test_remove_clears_the_temporary_file_of_a_killed_save(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def stopped_after(updates: int, splits, out: Path, ckpt: Path) -> PackTrainer:
+def stopped_after(updates: int, splits, out: Path, ckpt: Path, pack: Pack = PACK
+                  ) -> PackTrainer:
     """A trainer stopped as if SIGTERM arrived during update `updates` (checkpoints at the
     end of epoch 1, update 5, and at the stop)."""
-    trainer = PackTrainer(PACK, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
+    trainer = PackTrainer(pack, splits, out, CPU, checkpoint_dir=ckpt, progress=False)
     real_step, calls = trainer.optimizer.step, []
 
     def step_then_stop(lr):
@@ -140,6 +141,24 @@ def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, unint
     assert_same_records(uninterrupted[0], out)
     assert records(out)[0]["bn_var_ratio"].gt(0).all()
     assert [resumed for *_, resumed in provenance(out)] == [1, 1]
+
+
+def test_resume_of_an_optimizer_evaluated_elsewhere_is_bitwise_equal(splits, tmp_path):
+    """Schedule-Free AdamW trains y and is evaluated at x (BatchNorm re-estimated there,
+    its weights at tau_best kept): stopped in mid-epoch 2 and resumed, it ends as the pack
+    trained straight through, records and final weights bitwise, the kept checkpoint's
+    weights (--keep-checkpoint) among them."""
+    recipe = Recipe(**{**vars(RECIPE), "optimizer": "schedule_free_adamw",
+                       "schedule": "constant"})
+    pack = Pack(recipe, tuple(Run(recipe, r.sigma_w, r.seed) for r in PACK.runs))
+    straight = PackTrainer(pack, splits, tmp_path / "straight", CPU, progress=False).run()
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stopped_after(7, splits, out, ckpt, pack)
+    resumed = PackTrainer(pack, splits, out, CPU, checkpoint_dir=ckpt, progress=False).run()
+    stopping.assert_same_records(tmp_path / "straight", out, pack)
+    assert_same_weights(straight.weights, resumed.weights)
+    assert_same_weights(straight.weights,
+                        saved_run_weights(checkpoint.load_latest(ckpt, LIMIT)))
 
 
 def sealed_bytes(body: bytes) -> bytes:

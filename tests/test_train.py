@@ -68,6 +68,29 @@ def test_run_by_run_evaluation_equals_packed(arch, splits, float64):
     assert model.training  # evaluation leaves the pack in training mode
 
 
+def test_an_optimizer_evaluated_elsewhere_is_recorded_there(splits, tmp_path):
+    """Schedule-Free AdamW trains y and is evaluated at x: the last epoch's validation and
+    test loss and accuracy and ||W||_F are those of the final weights the trainer returns
+    (x, BatchNorm's statistics re-estimated there), not of the network it trained (y)."""
+    recipe = tiny_recipe(optimizer="schedule_free_adamw", momentum=0.0, schedule="constant",
+                         lr0=2e-3, l2=1e-4)
+    pack = pack_of(recipe, [(1.0, 0), (2.0, 1)])
+    result = train(pack, splits, tmp_path)
+    at_y = evaluate(result.model, splits.val_x, splits.val_y, recipe.l2)[0]
+    for i, run in enumerate(pack.runs):
+        last = read_records(tmp_path / run.run_dir)[0].iloc[-1]
+        net = build_model(recipe, 1)
+        net.load_state_dict(result.weights[i])
+        for split in ("val", "test"):
+            loss, accuracy = evaluate(net, getattr(splits, f"{split}_x"),
+                                      getattr(splits, f"{split}_y"), recipe.l2)
+            assert last[f"{split}_loss"] == pytest.approx(float(loss[0]), rel=1e-5)
+            assert last[f"{split}_acc"] == pytest.approx(float(accuracy[0]))
+        assert last["kernel_fro_norm"] == pytest.approx(float(net.kernel_fro_norm()[0].detach()),
+                                                        rel=1e-6)
+        assert abs(last["val_loss"] - float(at_y[i])) > 1e-4
+
+
 def test_pack_of_three_equals_three_runs_alone(splits, tmp_path, float64):
     recipe = tiny_recipe(augment=True)
     points = [(0.5, 0), (1.0, 1), (2.0, 42)]

@@ -1,11 +1,14 @@
 """The networks, each declared once: every stage reads its facts here (torch-free).
 
-A network is a body of one of two kinds, built by initmem.training.models:
+A network is a body of a declared family (initmem.plan.bodies: one module per family
+holds its builder, its conv shapes, whence its parameter count, and its Keras twin):
     resnet9        the paper's ResNet-9 (64-128-256-512 channels; BatchNorm or LayerNorm)
     cifar_resnet   He et al.'s CIFAR ResNet of depth 6n + 2 (16-32-64 channels, BatchNorm)
-then a global pooling and a dense layer. Adding a network of either kind is one entry
-here (and its config entry); its parameter count, cost, labels, Table 5 row and Figs. 5
-and 7 curve follow (config/resnet20.yaml and tests/test_extension_network.py: ResNet-20).
+    vgg            VGG with BatchNorm (depth 11), one dense layer
+then a global pooling and a dense layer. Adding a network of a declared family is one
+entry here (and its config entry); its parameter count, cost, labels, Table 5 row and
+Figs. 5 and 7 curve follow (config/resnet20.yaml and tests/test_extension_network.py:
+ResNet-20); a new family is its module in initmem/plan/bodies/ and an entry here (VGG-11).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ RESNET9, CIFAR_RESNET = "resnet9", "cifar_resnet"
 class Architecture:
     name: str  # the config's `arch`
     label: str  # tables and figures
-    body: str  # RESNET9 | CIFAR_RESNET
-    depth: int  # 9, or the CIFAR ResNet's 6n + 2
+    body: str  # its family: a module of initmem.plan.bodies (RESNET9, CIFAR_RESNET, "vgg")
+    depth: int  # 9, the CIFAR ResNet's 6n + 2, the VGG's configuration (11)
     layers: int  # weight layers the cost model counts (with a CIFAR ResNet's 1x1 shortcuts)
     normalisation: str = "batch"  # batch | layer
     pooling: str = "avg"  # the global pooling before the dense layer: avg | max
@@ -67,6 +70,14 @@ ARCHITECTURES = {a.name: a for a in (
                  gpu_seconds_per_image=1e-4, synthetic_norm_per_sigma=50.0,
                  synthetic_accuracy=0.79, synthetic_plateau_drop=0.25, depth_study=True,
                  colour="#d62728"),
+    # Not in the paper: VGG-11 with BatchNorm, a network family of its own (plan/bodies/
+    # vgg.py). 9,231,114 trainable parameters at width 1, as CIFAR implementations count
+    # it (tests/test_models.py). layers: 8 convs and the dense. Step time: ResNet-9's scaled
+    # by the forward multiply-adds (153 M against ResNet-9's 306 M), unmeasured. Stand-ins:
+    # ||W_init||_F / sigma_w is sqrt(2,762) = 53 (the kernels' output channels and the
+    # dense's 10); accuracy ResNet-9-LN's; no plateau.
+    Architecture("vgg11", "VGG-11", "vgg", 11, 9, gpu_seconds_per_image=3e-5,
+                 synthetic_norm_per_sigma=53.0, synthetic_accuracy=0.86, colour="#8c564b"),
 )}
 ARCHS = tuple(ARCHITECTURES)
 ARCH_LABELS = {a.name: a.label for a in ARCHITECTURES.values()}

@@ -17,55 +17,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from initmem.errors import InputError
-from initmem.plan.architectures import ARCHITECTURES, CIFAR_RESNET
+from initmem.plan.architectures import ARCHITECTURES
+from initmem.plan.bodies import body_of
 from initmem.plan.schema import ConfigError
 from initmem.plan.spec import Recipe
 
 FLOAT_BYTES = 4
 STATE_COPIES = 4  # weights, gradients, and an optimizer's first and second moments
 NUM_CLASSES = 10
-# Channels of the networks at width 1 (the paper's), before the width multiplier.
-RESNET9_CHANNELS = (64, 128, 256, 512)
-CIFAR_RESNET_CHANNELS = (16, 32, 64)
 # The memory of the device class a config's jobs take a GPU of: an H100-class GPU, the
 # device the built-in cost model is of.
 GPU_CLASS_BYTES = 80 * 2**30
 
 
-def channels(c: int, width: float) -> int:
-    """A layer's channels at the width multiplier (at least one)."""
-    return max(1, round(c * width))
-
-
 def parameter_count(recipe: Recipe) -> int:
-    """Parameters and buffers of one run of the recipe's network (BatchNorm: gamma, beta
-    and two moving statistics per channel; LayerNorm: gamma and beta)."""
+    """Parameters and buffers of one run of the recipe's network, from its body's convs
+    (initmem.plan.bodies): each conv's kernel and bias; BatchNorm's gamma, beta and two
+    moving statistics per channel of a normalised conv (LayerNorm: gamma and beta); the
+    dense layer on the body's features."""
     arch = ARCHITECTURES[recipe.arch]
-    if arch.body == CIFAR_RESNET:
-        convs, features = _cifar_resnet_convs(recipe.width, arch.depth)
-        per_channel = 4
-    else:
-        c64, c128, c256, c512 = (channels(c, recipe.width) for c in RESNET9_CHANNELS)
-        convs = [(3, c64, 3), (c64, c128, 3), (c128, c128, 3), (c128, c128, 3),
-                 (c128, c256, 3), (c256, c512, 3), (c512, c512, 3), (c512, c512, 3)]
-        features, per_channel = c512, 2 if arch.normalisation == "layer" else 4
-    kernels = sum(c_in * c_out * k * k + c_out for c_in, c_out, k in convs)
-    norms = per_channel * sum(c_out for _, c_out, k in convs if k == 3)
+    convs, features = body_of(arch).convs(arch, recipe.width)
+    per_channel = 2 if arch.normalisation == "layer" else 4
+    kernels = sum(c_in * c_out * k * k + c_out for c_in, c_out, k, _ in convs)
+    norms = per_channel * sum(c_out for _, c_out, _, normalised in convs if normalised)
     return kernels + norms + (features + 1) * NUM_CLASSES
-
-
-def _cifar_resnet_convs(width: float, depth: int) -> tuple[list[tuple[int, int, int]], int]:
-    """(c_in, c_out, kernel) of every conv of He et al.'s CIFAR ResNet, and its features:
-    3x3 convs are normalised, 1x1 shortcuts (where a block strides or widens) are not."""
-    stages = [channels(c, width) for c in CIFAR_RESNET_CHANNELS]
-    convs, c_in = [(3, stages[0], 3)], stages[0]
-    for stage, c_out in enumerate(stages):
-        for block in range((depth - 2) // 6):
-            convs += [(c_in, c_out, 3), (c_out, c_out, 3)]
-            strided = stage > 0 and block == 0
-            convs += [(c_in, c_out, 1)] if strided or c_in != c_out else []
-            c_in = c_out
-    return convs, c_in
 
 
 def least_bytes(recipe: Recipe) -> float:

@@ -8,6 +8,11 @@ code it holds one literal, `DECLARATION = {...}`, that every other stage reads f
     tex_label        its name in Tables 2-7, as LaTeX (default: label, escaped)
     keras            the keras.optimizers class it reproduces (null: none); its tests then
                      compare it with that class in float64
+    reference        a PyTorch optimizer class it reproduces, "module.Class" (e.g.
+                     "schedulefree.AdamWScheduleFree", "torch.optim.Adamax"; null: none):
+                     its tests compare it with that class in float64, on the training
+                     weights and the evaluation weights (the class's eval(), where it has one)
+    tolerance        the largest difference allowed against `reference` (default 1e-12)
     adaptive         an adaptive method in the paper's sense: Fig. 6's right column, the
                      claims' `adaptive: true` cells, Adam's published epochs in the cost model
     takes            the recipe fields beyond lr0 it reads (momentum, weight_decay,
@@ -25,7 +30,7 @@ code it holds one literal, `DECLARATION = {...}`, that every other stage reads f
                      (_base's _add_slot, _add_run_scalar); elsewhere pass the value through
                      keras_float where the Keras line casts it (training/optimizers/_base.py)
     base             another optimizer whose declaration this one starts from (all but its
-                     label, tex_label and keras), e.g. AdamW from Adam
+                     label, tex_label and references), e.g. AdamW from Adam
 
 Reading the literal with `ast` keeps planning torch-free while the declaration stays in the
 module whose code it describes.
@@ -34,6 +39,7 @@ module whose code it describes.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -50,6 +56,8 @@ DISPLAY_KEYS = ("label", "tex_label", "colour", "notes")
 # Keys of an entry that older configs and archives' manifests carry: they must agree with
 # the declaration (initmem.plan.grid checks), which alone decides.
 ECHOED_KEYS = ("adaptive",)
+# How a label names a schedule its config entry sets apart from common's.
+SCHEDULE_NAMES = {"constant": "constant rate", "cosine": "cosine schedule"}
 # Figure colours of optimizers whose config entry names none, in config order.
 PALETTE = ("#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2",
            "#2ca02c", "#7f7f7f", "#bcbd22")
@@ -66,6 +74,8 @@ class OptimizerDeclaration:
     requires: tuple[str, ...] = ()
     kernel_decay: str = "weight_decay"
     hyperparameters: dict[str, float] = field(default_factory=dict)
+    reference: str | None = None
+    tolerance: float = 1e-12
 
 
 def _literal(path: Path) -> dict[str, Any]:
@@ -86,7 +96,7 @@ def _declaration(path: Path) -> OptimizerDeclaration:
     data = _literal(path)
     if "base" in data:
         base = _literal(path.with_name(f"{data.pop('base')}.py"))
-        own = ("label", "tex_label", "keras")
+        own = ("label", "tex_label", "keras", "reference", "tolerance")
         data = {**{k: v for k, v in base.items() if k not in own}, **data}
     allowed = {f for f in OptimizerDeclaration.__dataclass_fields__ if f != "name"}
     bad = sorted(set(data) - allowed)
@@ -168,11 +178,19 @@ class OptimizerDisplay:
 
 def optimizer_display(config: dict[str, Any]) -> dict[str, OptimizerDisplay]:
     """name -> display of every optimizer of the config's `optimizers`, in its order; a
-    config read from a runs archive (`from_archive`) gives text, never LaTeX."""
+    config read from a runs archive (`from_archive`) gives text, never LaTeX. An entry
+    whose `schedule` is not common's (default cosine) says which in its labels, so Table 1,
+    Tables 2-7 and the figures' legends name it ("Schedule-Free AdamW (constant rate)")."""
     latex = not config.get("from_archive", False)
+    common = config.get("common", {}).get("schedule", "cosine")
     shown = {}
     for i, (name, entry) in enumerate(config.get("optimizers", {}).items()):
         shown[name] = display(name, entry, PALETTE[i % len(PALETTE)], latex=latex)
+        own = entry.get("schedule", common)
+        if own != common:
+            note = f" ({SCHEDULE_NAMES[own]})"
+            shown[name] = dataclasses.replace(shown[name], label=shown[name].label + note,
+                                              tex_label=shown[name].tex_label + note)
     return shown
 
 

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call
 
-from initmem.plan.architectures import ARCHITECTURES, RESNET9
-from initmem.plan.memory import (
-    CIFAR_RESNET_CHANNELS,
-    NUM_CLASSES,
-    RESNET9_CHANNELS,
-    channels,
-)
+from initmem.plan.architectures import ARCHITECTURES
+from initmem.plan.bodies import body_of
+from initmem.plan.memory import NUM_CLASSES
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import BN_MOMENTUM
 
@@ -175,17 +173,19 @@ class PackedNet(nn.Module):
         x = x.amax(dim=(2, 3)) if self.pool == "max" else x.mean(dim=(2, 3))
         return self.dense(x.view(x.shape[0], self.n, -1))
 
-    def kernels(self) -> list[Tensor]:
-        """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on."""
-        return [p for name, p in self.named_parameters() if name.endswith("kernel")]
+    def kernels(self, tensors: dict[str, Tensor] | None = None) -> list[Tensor]:
+        """Conv and dense kernels: what ||W||_F, L2 and the init scale sigma_w act on; of
+        `tensors` (the network's state by name, e.g. its evaluation state) if given."""
+        named = self.named_parameters() if tensors is None else tensors.items()
+        return [p for name, p in named if name.endswith("kernel")]
 
-    def kernel_sq_norm(self) -> Tensor:
+    def kernel_sq_norm(self, tensors: dict[str, Tensor] | None = None) -> Tensor:
         """sum of squared kernel entries per run, shape (N,): what Keras' L2 penalises."""
-        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels()]).sum(0)
+        return torch.stack([k.flatten(1).square().sum(1) for k in self.kernels(tensors)]).sum(0)
 
-    def kernel_fro_norm(self) -> Tensor:
+    def kernel_fro_norm(self, tensors: dict[str, Tensor] | None = None) -> Tensor:
         """||W||_F per run, shape (N,)."""
-        return self.kernel_sq_norm().sqrt()
+        return self.kernel_sq_norm(tensors).sqrt()
 
     @torch.no_grad()
     def init_(self, sigma_ws: Sequence[float], generators: Sequence[torch.Generator]) -> None:
@@ -204,47 +204,53 @@ class PackedNet(nn.Module):
                 p[i].copy_(draw * std)
 
 
-def resnet9_body(n: int, width: float, norm: str) -> tuple[nn.Module, int]:
-    """The DAWNBench ResNet-9: prep 64; 128+pool+res; 256+pool; 512+pool+res."""
-    c64, c128, c256, c512 = (channels(c, width) for c in RESNET9_CHANNELS)
-
-    def block(c_in: int, c_out: int) -> nn.Sequential:
-        return ConvNormReLU(n, c_in, c_out, norm)
-
-    body = nn.Sequential(
-        block(3, c64),
-        block(c64, c128), nn.MaxPool2d(2),
-        Residual(block(c128, c128), block(c128, c128)),
-        block(c128, c256), nn.MaxPool2d(2),
-        block(c256, c512), nn.MaxPool2d(2),
-        Residual(block(c512, c512), block(c512, c512)),
-    )
-    return body, c512
-
-
-def cifar_resnet_body(n: int, width: float, depth: int) -> tuple[nn.Module, int]:
-    """He et al.'s CIFAR ResNet (6n+2 layers), as Keras' resnet_v1 example builds it."""
-    blocks = (depth - 2) // 6
-    widths = [channels(c, width) for c in CIFAR_RESNET_CHANNELS]
-    layers: list[nn.Module] = [ConvNormReLU(n, 3, widths[0], "batch")]
-    c_in = widths[0]
-    for stage, c_out in enumerate(widths):
-        for block in range(blocks):
-            stride = 2 if stage > 0 and block == 0 else 1
-            layers.append(BasicBlock(n, c_in, c_out, stride))
-            c_in = c_out
-    return nn.Sequential(*layers), c_in
+# What a network family's builder composes (initmem.plan.bodies: the torch-free family
+# modules get it passed in).
+LAYERS = SimpleNamespace(conv_norm=ConvNormReLU, conv=PackedConv2d, residual=Residual,
+                         basic_block=BasicBlock, sequential=nn.Sequential,
+                         max_pool=nn.MaxPool2d)
 
 
 def build_model(recipe: Recipe, n_runs: int) -> PackedNet:
-    """The recipe's architecture (its declaration) for a pack of n_runs (parameters
-    uninitialised)."""
+    """The recipe's architecture (its declaration, its body's family module) for a pack of
+    n_runs (parameters uninitialised)."""
     arch = ARCHITECTURES[recipe.arch]
-    if arch.body == RESNET9:
-        body, features = resnet9_body(n_runs, recipe.width, arch.normalisation)
-    else:
-        body, features = cifar_resnet_body(n_runs, recipe.width, arch.depth)
+    body, features = body_of(arch).build(LAYERS, n_runs, arch, recipe.width)
     return PackedNet(n_runs, body, arch.pooling, features)
+
+
+@torch.no_grad()
+def batchnorm_statistics(model: PackedNet, tensors: dict[str, Tensor],
+                         batches: Sequence[Tensor]) -> dict[str, Tensor]:
+    """Every BatchNorm layer's moving statistics for the network at `tensors` (its state by
+    name): the mean over `batches` (images (B, 3, H, W), shared by the runs) of each
+    batch's mean and biased variance in training mode, the quantities Keras' moving
+    averages follow. Neither `tensors` nor the model's buffers change. {}: no BatchNorm."""
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, KerasBatchNorm)}
+    sums: dict[str, list[Tensor]] = {}
+
+    def recorder(name: str):
+        def record(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+            var, mean = torch.var_mean(args[0], dim=(0, 2, 3), correction=0)
+            sums[name] = [mean, var] if name not in sums else [sums[name][0] + mean,
+                                                                sums[name][1] + var]
+        return record
+
+    # the training-mode forward updates whatever buffers it is given: give it copies
+    scratch = {**tensors, **{name: t.clone() for name, t in model.named_buffers()}}
+    handles = [m.register_forward_pre_hook(recorder(name)) for name, m in layers.items()]
+    training = model.training
+    try:
+        model.train()
+        for x in batches if layers else ():
+            functional_call(model, scratch, (x,))
+    finally:
+        model.train(training)
+        for handle in handles:
+            handle.remove()
+    return {f"{name}.{buffer}": (total / len(batches)).view_as(layers[name].moving_mean)
+            for name, (mean, var) in sums.items()
+            for buffer, total in (("moving_mean", mean), ("moving_variance", var))}
 
 
 def bn_variance_ratio(model: PackedNet) -> Tensor:

@@ -66,10 +66,11 @@ def cross_entropy(logits: Tensor, y: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(n, b).mean(1)
 
 
-def l2_penalty(model: PackedNet, l2: float) -> Tensor | float:
+def l2_penalty(model: PackedNet, l2: float,
+               tensors: dict[str, Tensor] | None = None) -> Tensor | float:
     """Keras L2(l) on kernels: l * sum(W^2) per run (so its gradient 2 l W is coupled),
-    with l cast as Keras casts it."""
-    return keras_float(l2) * model.kernel_sq_norm() if l2 else 0.0
+    with l cast as Keras casts it; of `tensors` (the network's state by name) if given."""
+    return keras_float(l2) * model.kernel_sq_norm(tensors) if l2 else 0.0
 
 
 Batch = Callable[..., tuple[Tensor, Tensor]]  # the step's inputs -> (x, y)

@@ -4,7 +4,10 @@ Per epoch and run it logs what Keras' `fit` logs (training metrics as running me
 training mode; validation and test in inference mode), ||W||_F, how far BatchNorm's
 moving variances are from the batch's (models.bn_variance_ratio: is inference mode a
 valid evaluation yet?), the rate and the clocks T_SGD, T_L2, T_adapt. Metrics accumulate
-on the device and are read once per epoch.
+on the device and are read once per epoch. Everything evaluated (validation, test,
+||W||_F, tau_best's weights, early stopping, the final and saved weights) is read at the
+weights the optimizer declares it is evaluated at (evaluation_state; its parameters
+unless it declares others, as Schedule-Free AdamW does).
 A run whose loss turns non-finite is recorded as diverged and stops; a run that early-stops
 stops; its records are written at once. The other runs go on.
 
@@ -36,8 +39,13 @@ from initmem.plan.spec import Pack, Run
 from initmem.records import cluster
 from initmem.records.files import history_frame, summary_record, write_records
 from initmem.training import checkpoint, data
-from initmem.training.models import PackedNet, bn_variance_ratio, build_model
-from initmem.training.optimizers import build_optimizer, run_rows
+from initmem.training.models import (
+    PackedNet,
+    batchnorm_statistics,
+    bn_variance_ratio,
+    build_model,
+)
+from initmem.training.optimizers import Optimizer, build_optimizer, run_rows
 from initmem.training.step import StepExecutor, cross_entropy, l2_penalty
 
 log = logging.getLogger("initmem.train")
@@ -49,20 +57,32 @@ EVAL_BATCH = {"cpu": 128, "cuda": 1000}
 # initmem class (a pickled class ties a checkpoint to a module path). Bump on any change.
 # 5: the last batch's BatchNorm variances (an epoch resumed after its last update records
 # its bn_var_ratio from them). 6: each run's weights at tau_best (Recipe.best_test_subset).
-CHECKPOINT_FORMAT = 6
+# 7: the pack's evaluation state at the last epoch's end (LoopState.evaluated).
+CHECKPOINT_FORMAT = 7
 HISTORY_ROW_JSON = 2048  # bytes of one run's epoch in a checkpoint's JSON: about 700
+# Training images (in index order, unaugmented, in batches of b) over which BatchNorm's
+# statistics are re-estimated at an optimizer's evaluation weights (evaluation_state).
+BN_IMAGES = 2048
 
 
 @torch.no_grad()
 def evaluate(model: PackedNet, x: Tensor, y: Tensor, l2: float,
-             single: PackedNet | None = None) -> tuple[Tensor, Tensor]:
-    """Per-run loss (+ L2 penalty, as Keras' val_loss) and accuracy in inference mode.
-    With `single` (the architecture built for one run) each run is evaluated alone through
-    it, with the pack's parameters and moving statistics: the CPU's faster path."""
+             single: PackedNet | None = None,
+             state: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    """Per-run loss (+ L2 penalty, as Keras' val_loss) and accuracy in inference mode, of
+    the network at `state` (its parameters and buffers by name: evaluation_state) or, None,
+    as it is. With `single` (the architecture built for one run) each run is evaluated
+    alone through it, with the pack's parameters and moving statistics: the CPU's faster
+    path."""
     model.eval()
     loss_sum = torch.zeros(model.n, device=x.device)
     correct = torch.zeros(model.n, device=x.device)
-    forward = model if single is None or model.n == 1 else _run_by_run(model, single)
+    if single is not None and model.n > 1:
+        forward = _run_by_run(model, single, state)
+    elif state is not None:
+        forward = lambda xb: functional_call(model, state, (xb,))  # noqa: E731
+    else:
+        forward = model
     batch = EVAL_BATCH[x.device.type]
     for start in range(0, len(x), batch):
         xb = data.as_float(x[start:start + batch])
@@ -71,17 +91,39 @@ def evaluate(model: PackedNet, x: Tensor, y: Tensor, l2: float,
         loss_sum += cross_entropy(logits, yb) * len(xb)
         correct += (logits.argmax(-1) == yb).sum(1)
     model.train()
-    return loss_sum / len(x) + l2_penalty(model, l2), correct / len(x)
+    return loss_sum / len(x) + l2_penalty(model, l2, state), correct / len(x)
 
 
-def _run_by_run(model: PackedNet, single: PackedNet) -> Callable[[Tensor], Tensor]:
+def _run_by_run(model: PackedNet, single: PackedNet,
+                state: dict[str, Tensor] | None = None) -> Callable[[Tensor], Tensor]:
     """x -> (N, B, 10) logits, each run's through `single` with its slice of the pack's
-    parameters and buffers."""
-    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    parameters and buffers (of `state`, if given)."""
+    tensors = state or {**dict(model.named_parameters()), **dict(model.named_buffers())}
     slices = [{name: t[i:i + 1] for name, t in tensors.items()} for i in range(model.n)]
     single.eval()
     single.channels_last = model.channels_last
     return lambda x: torch.cat([functional_call(single, s, (x,)) for s in slices])
+
+
+@torch.no_grad()
+def evaluation_state(model: PackedNet, optimizer: Optimizer, train_x: Tensor,
+                     b: int) -> dict[str, Tensor] | None:
+    """The pack's state (parameters and persistent buffers, by name) at which its runs are
+    evaluated; None where the optimizer declares no evaluation weights (the model as it
+    is). Otherwise copies: the optimizer's evaluation parameters, the others as they are,
+    and BatchNorm's moving statistics re-estimated at them (models.batchnorm_statistics:
+    training mode's per-batch statistics, averaged) over the first BN_IMAGES training
+    images (whole batches of b, at least one; index order, unaugmented, shared by the
+    runs). Nothing of the training state changes, so a resume stays bitwise."""
+    evaluated = optimizer.evaluation_parameters()
+    if not evaluated:
+        return None
+    state = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    state.update(evaluated)
+    count = b * min(max(1, BN_IMAGES // b), len(train_x) // b)
+    batches = [data.as_float(train_x[i:i + b]) for i in range(0, count, b)]
+    state.update(batchnorm_statistics(model, state, batches))
+    return state
 
 
 METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc",
@@ -160,6 +202,9 @@ class LoopState:
     # the runs that left the pack; and each run's weights at tau_best so far (for the test
     # of Recipe.best_test_subset)
     best_weights: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+    # the pack's evaluation state at the last epoch's end (evaluation_state; None: the
+    # optimizer declares no evaluation weights, so the weights are the model's own)
+    evaluated: dict[str, Tensor] | None = None
 
     def updated(self, loss: Tensor, hits: Tensor, images: int, runs: int) -> None:
         """One update's bookkeeping: the running loss and hits of its `images` per run,
@@ -234,9 +279,7 @@ class PackTrainer:
         self.cuda_graph, self.channels_last, self.compaction = cuda_graph, channels_last, compaction
         self.observers, self.trust_checkpoint = observers, trust_checkpoint
         self.guard = guard  # called before every write: raises when the pack is not ours
-        self._build(len(runs))
-        self.model.init_([r.sigma_w for r in runs],
-                         [data.run_generators(r.seed, "cpu")["init"] for r in runs])
+        self._build(len(runs), runs)
         # on CPU, evaluation runs the pack run by run through one single-run network
         self.single = build_model(recipe, 1).to(device) if device.type == "cpu" else None
         self.generators = [data.run_generators(r.seed, device) for r in runs]
@@ -295,11 +338,16 @@ class PackTrainer:
                 self._finish(state)
         return TrainedPack(self.summaries, self.model, self.run_weights(), loop.run_updates)
 
-    def _build(self, n: int) -> None:
-        """A pack of n runs (parameters uninitialised), its optimizer and its step."""
+    def _build(self, n: int, runs: Sequence[Run] = ()) -> None:
+        """A pack of n runs, its optimizer and its step. With `runs` the parameters are
+        drawn as theirs before the optimizer is built (a slot may start at them:
+        Schedule-Free's z); without, the caller fills parameters and optimizer state."""
         recipe = self.pack.recipe
         self.model = build_model(recipe, n).to(self.device).train()
         self.model.channels_last = self.channels_last
+        if runs:
+            self.model.init_([r.sigma_w for r in runs],
+                             [data.run_generators(r.seed, "cpu")["init"] for r in runs])
         self.optimizer = build_optimizer(recipe, self.model)
         self.train_step = StepExecutor(self.model, self.optimizer, recipe.l2, recipe.b,
                                        self._batch, cuda_graph=self.cuda_graph)
@@ -315,7 +363,9 @@ class PackTrainer:
         for i, m in enumerate(loop.members):
             if i not in rows:
                 loop.departed[m] = {name: t[i:i + 1].detach().cpu().clone()
-                                    for name, t in weights.items()}
+                                    for name, t in (loop.evaluated or weights).items()}
+        if loop.evaluated is not None:
+            loop.evaluated = _rows(loop.evaluated, rows)
         optimizer = run_rows(self.optimizer.state_dict(), rows)
         log.info("epoch %d: %d run(s) stopped and leave the pack; %d go on",
                  loop.epoch - 1, len(loop.members) - len(rows), len(rows))
@@ -334,8 +384,10 @@ class PackTrainer:
             self._build(len(members))
 
     def run_weights(self) -> list[dict[str, Tensor]]:
-        """Every run's current parameters and buffers (one-run slices), in pack order."""
-        return run_weights(self.model.state_dict(), self.loop.members, self.loop.departed)
+        """Every run's parameters and buffers as evaluated at the last epoch's end (one-run
+        slices), in pack order."""
+        return run_weights(self.loop.evaluated or self.model.state_dict(), self.loop.members,
+                           self.loop.departed)
 
     def _batch(self, idx: Tensor, draws: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Images and labels of a batch's slots (N, B), augmented by their draws if any."""
@@ -351,10 +403,14 @@ class PackTrainer:
 
     def _end_epoch(self, started: float) -> list[list[float]]:
         recipe, splits, loop = self.pack.recipe, self.splits, self.loop
-        val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2, self.single)
-        test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2, self.single)
+        loop.evaluated = evaluated = evaluation_state(self.model, self.optimizer,
+                                                      splits.train_x, recipe.b)
+        val = evaluate(self.model, splits.val_x, splits.val_y, recipe.l2, self.single,
+                       evaluated)
+        test = evaluate(self.model, splits.test_x, splits.test_y, recipe.l2, self.single,
+                        evaluated)
         columns = torch.stack([loop.loss_sum / recipe.n_train, loop.correct / recipe.n_train,
-                               *val, *test, self.model.kernel_fro_norm().detach(),
+                               *val, *test, self.model.kernel_fro_norm(evaluated).detach(),
                                bn_variance_ratio(self.model)])
         rows = columns.T.tolist()  # the epoch's one host synchronisation
         lr = learning_rate(recipe, loop.k - 1)
@@ -365,8 +421,9 @@ class PackTrainer:
                 state.record(loop.epoch, {**dict(zip(METRICS, row, strict=True)), "lr": lr,
                                           **vars(loop.clocks)})
                 if recipe.best_test_subset and state.is_best(loop.epoch):
-                    loop.best_weights[m] = {name: t[i:i + 1].detach().clone()
-                                            for name, t in self.model.state_dict().items()}
+                    loop.best_weights[m] = {
+                        name: t[i:i + 1].detach().clone()
+                        for name, t in (evaluated or self.model.state_dict()).items()}
                 logged += state.history[-1:] if state.diverged_epoch is None else []
                 if not state.active:
                     loop.elapsed_s = time.monotonic() - started
@@ -424,14 +481,15 @@ class PackTrainer:
 
     def checkpoint_limit(self) -> int:
         """The most bytes a checkpoint of this pack takes (a larger file is refused unread):
-        the network's state three times (the pack's, the departed runs', the weights at
-        tau_best) and the optimizer's slots; per run, an epoch's example order and
-        augmentations (int64), two generator states and its history; 1 MiB of structure."""
+        the network's state four times (the pack's, the departed runs', the weights at
+        tau_best, the evaluation state) and the optimizer's slots; per run, an epoch's
+        example order and augmentations (int64), two generator states and its history;
+        1 MiB of structure."""
         recipe, n = self.pack.recipe, self.model.n
         weights = sum(t.nbytes for t in self.model.state_dict().values())
         slots = sum(t.nbytes for t in self.optimizer.slots.values())
         per_run = 4 * 8 * recipe.n_train + 2 * 8192 + HISTORY_ROW_JSON * recipe.epochs
-        return 3 * weights + slots + n * per_run + 2**20
+        return 4 * weights + slots + n * per_run + 2**20
 
     def _save(self) -> None:
         self.guard()
@@ -504,9 +562,10 @@ def run_weights(pack_weights: dict[str, Tensor], members: list[int],
 
 
 def saved_run_weights(saved: dict[str, Any]) -> list[dict[str, Tensor]]:
-    """Every run's weights in a checkpoint's payload (--keep-checkpoint keeps the final
-    one), in pack order."""
-    return run_weights(saved["model"], saved["members"], saved["departed"])
+    """Every run's weights as evaluated in a checkpoint's payload (--keep-checkpoint keeps
+    the final one), in pack order."""
+    return run_weights(saved["evaluated"] or saved["model"], saved["members"],
+                       saved["departed"])
 
 
 def _rows(tensors: dict[str, Tensor], rows: list[int]) -> dict[str, Tensor]:

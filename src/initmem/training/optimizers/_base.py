@@ -34,6 +34,9 @@ operations where that costs nothing:
   run (Nadam's running product of momentum-decay factors). An optimizer keeps no other
   state between steps: a plain attribute would not follow a compaction, a resume or a
   graph's capture check (tests/test_optimizer_registry.py checks all three).
+- Two hooks say what differs from that: `decoupled_decays()` (the Keras-style decay
+  groups; [] for a method that decays inside its update) and `evaluation_parameters()`
+  (the weights the method is evaluated at, out of place; Schedule-Free AdamW's x).
 - The kernel L2 penalty is the training loop's job (added to the loss, so its gradient is
   coupled through momentum and Adam), not the optimizer's.
 
@@ -88,11 +91,15 @@ class Optimizer(ABC):
         self.slots: dict[str, Tensor] = {}  # "<param name>:<slot>" -> state tensor
         self.run_scalars: dict[str, Tensor] = {}  # name -> (N,) tensor, one value per run
 
-    def _add_slot(self, slot: str, names: Iterable[str], initial: float = 0.0) -> None:
-        """A state tensor per named parameter, filled as Keras' Constant(initial) fills it."""
+    def _add_slot(self, slot: str, names: Iterable[str], initial: float = 0.0, *,
+                  from_parameters: bool = False) -> None:
+        """A state tensor per named parameter, filled as Keras' Constant(initial) fills it,
+        or, `from_parameters`, a copy of the parameter as built (Schedule-Free's z: build
+        the optimizer after initialising the network, as the trainer does)."""
         for name in names:
-            self.slots[f"{name}:{slot}"] = torch.full_like(self.params[name],
-                                                           keras_float(initial))
+            p = self.params[name]
+            self.slots[f"{name}:{slot}"] = (p.detach().clone() if from_parameters
+                                            else torch.full_like(p, keras_float(initial)))
 
     def _add_run_scalar(self, name: str, initial: float) -> None:
         """One value per run, in the parameters' dtype (as Keras' optimizer variable of the
@@ -113,7 +120,7 @@ class Optimizer(ABC):
     @torch.no_grad()
     def step(self, lr: LR) -> None:
         """One update at rate lr: decoupled decay first (as Keras), then the update."""
-        for names, decay in self._decays():
+        for names, decay in self.decoupled_decays():
             live = self._live(names)
             if decay and live:
                 w = self._tensors(live)[0]
@@ -121,9 +128,20 @@ class Optimizer(ABC):
         self._update(lr)
         self.iterations += 1
 
-    def _decays(self) -> list[tuple[list[str], float]]:
-        """(parameter names, decoupled decay) groups: one decay for all, as Keras' base."""
+    def decoupled_decays(self) -> list[tuple[list[str], float]]:
+        """Hook: the (parameter names, decay) groups decayed Keras' way before each update,
+        w <- w - w lambda eta; by default one group, every parameter at weight_decay (Keras'
+        base). Muon returns one per path; an optimizer whose method decays inside its own
+        update (Schedule-Free AdamW) returns []."""
         return [(list(self.params), self.weight_decay)]
+
+    def evaluation_parameters(self) -> dict[str, Tensor]:
+        """Hook: the weights the method is evaluated at, by parameter name, computed out of
+        place (training state untouched, so a resume stays bitwise); {} (the default): the
+        parameters themselves. Every evaluation of the trainer (validation, test, tau_best,
+        early stopping, ||W||_F, the best, final and saved weights) reads these, with
+        BatchNorm statistics re-estimated at them (trainer.evaluation_state)."""
+        return {}
 
     @abstractmethod
     def _update(self, lr: LR) -> None:

@@ -91,7 +91,7 @@ class Muon(Optimizer):
         self._add_slot("m", self.params)
         self._add_slot("v", self.adam_names)
 
-    def _decays(self) -> list[tuple[list[str], float]]:
+    def decoupled_decays(self) -> list[tuple[list[str], float]]:
         return [(self.adam_names, self.adam_weight_decay), (self.muon_names, self.weight_decay)]
 
     def _update(self, lr: LR) -> None:
