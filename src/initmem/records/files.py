@@ -486,7 +486,9 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are read by the whole group
+            # mkstemp makes 0600; records are read by the whole group (by descriptor: in a
+            # shared folder the name could be another file by now)
+            os.fchmod(fh.fileno(), 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -44,10 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.markup import terminal
 from initmem.plan.inputs import parse_json
 from initmem.plan.spec import Pack
 from initmem.records import cluster
 from initmem.records.files import atomic_write_bytes
+from initmem.untrusted import open_lock, read_bytes
 
 log = logging.getLogger("initmem.train")
 SUFFIX = ".heartbeat.json"
@@ -56,6 +58,7 @@ BEAT_EVERY_S = 30.0
 # ends with an evaluation and a checkpoint, between which nothing beats): stalled.
 STALL_MIN_S = 600.0
 LIVE, STALLED, DEAD, ENDED = "live", "stalled", "dead", "ended"
+MAX_BYTES = 64 * 1024  # a trainer's heartbeat or lock takes under 1 KB
 
 
 class Held(InputError):
@@ -76,22 +79,37 @@ OPTIONAL_FIELDS = {"spec": str, "epoch_s": NUMBER, "ended": str, "part": int, "p
                    "slurm_job_id": str, "slurm_node": str, "slurm_restarts": int}
 
 
+# Each number's bounds, far outside a trainer's own (status formats them and divides by
+# epochs): Linux's largest pid, Unix times before the year 5000, counts; and each text's.
+BOUNDS = {"pid": (1, 2**22), "start": (0, 1e11), "beat": (0, 1e11), "epoch": (0, 10**6),
+          "epochs": (1, 10**6), "epoch_s": (0, 1e9), "part": (1, 10**4), "parts": (1, 10**4),
+          "slurm_restarts": (0, 10**6)}
+MAX_TEXT = 1000
+
+
 def read(path: Path, fields: dict[str, Any] = FIELDS) -> dict[str, Any] | None:
     """A heartbeat's fields, or None when it is gone, half written or not one a trainer
-    writes (each field of its type, the pid positive); `fields`: the ones required."""
+    writes (each field of its type and within BOUNDS, a text of at most MAX_TEXT
+    characters); `fields`: the ones required."""
     try:
-        beat = parse_json(path.read_text(), path)
-    except (OSError, ValueError):
+        beat = parse_json(read_bytes(path, MAX_BYTES, "a heartbeat"), path, MAX_BYTES)
+    except (OSError, ValueError):  # InputError too: a link, a FIFO, a larger file
         return None
     if not isinstance(beat, dict):
         return None
     typed = all(_is(beat.get(k), t) for k, t in fields.items()) and all(
         beat.get(k) is None or _is(beat[k], t) for k, t in OPTIONAL_FIELDS.items())
-    return beat if typed and beat["pid"] > 0 else None
+    return beat if typed and _bounded(beat) else None
 
 
 def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _bounded(beat: dict[str, Any]) -> bool:
+    """Every number within its BOUNDS (NaN and infinities are in none), every text short."""
+    return (all(lo <= beat[k] <= hi for k, (lo, hi) in BOUNDS.items() if beat.get(k) is not None)
+            and all(len(v) <= MAX_TEXT for v in beat.values() if isinstance(v, str)))
 
 
 def pid_alive(pid: int) -> bool:
@@ -209,7 +227,7 @@ def _check_free(path: Path) -> None:
     if verdict.state == DEAD or (verdict.state == STALLED
                                  and beat["host"] != socket.gethostname()):
         log.warning("taking over pack %s from %s: its heartbeat is %s (%s)",
-                    beat["pack"], holder(beat), verdict.state, verdict.why)
+                    *map(terminal, (beat["pack"], holder(beat), verdict.state, verdict.why)))
         return
     raise Held(f"pack {beat['pack']} ({beat.get('spec')}) is being trained by {holder(beat)} "
                f"({verdict.state}: {verdict.why}); end that process or wait for it "
@@ -221,7 +239,7 @@ def _lock(path: Path, beat_path: Path) -> int:
     naming the holder; retried when the file was unlinked by its previous holder between
     our open and our lock."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
