@@ -126,19 +126,31 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
-        parquet = pq.ParquetFile(pa.BufferReader(data))
         # rows bounded before reading by the member's bytes (the manifest's count is the
         # archive's word, not a bound), the history's also by the summaries' epochs
         max_rows, whose = len(data) // MIN_ROW_BYTES, f"{MIN_ROW_BYTES} bytes a row"
         if tables:
             max_rows, whose = min(max_rows, history_rows(tables[0])), "the summaries' epochs"
-        check_declared_size(parquet.metadata, f"{path}:{name}", max_rows, whose)
-        table = verified(parquet.read(), f"{path}:{name}")
+        table = verified(_parquet(data, f"{path}:{name}", max_rows, whose), f"{path}:{name}")
         checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
         if not tables:  # the summaries, whose epochs bound the history's rows
             _check_unique(table, f"{path}:{name}")
         tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
+
+
+def _parquet(data: bytes, where: str, max_rows: int, whose: str) -> pa.Table:
+    """A Parquet member's table, its declared size checked first; RecordError when it
+    does not read (a member sealed again after editing gets past its checksum)."""
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        check_declared_size(parquet.metadata, where, max_rows, whose)
+        return parquet.read()
+    except RecordError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise RecordError(f"{where}: unreadable ({' '.join(str(err).split())}); restore the "
+                          "archive from a good copy") from None
 
 
 def _check_unique(summaries: pa.Table, where: str) -> None:
