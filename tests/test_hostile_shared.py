@@ -6,12 +6,10 @@ outside the folder."""
 import json
 import math
 import os
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_resume import PACK
+from test_resume import PACK, deadline
 
 from initmem import cli
 from initmem.analysis import status
@@ -19,21 +17,6 @@ from initmem.errors import InputError
 from initmem.markup import terminal
 from initmem.records import heartbeat
 from initmem.untrusted import read_bytes
-
-
-@contextmanager
-def within(seconds: int):
-    """Fail (rather than hang the suite) when the block blocks longer."""
-    def late(*_):
-        raise TimeoutError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, late)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -52,7 +35,7 @@ def test_a_planted_lock_link_is_refused_and_its_target_untouched(tmp_path, root,
     if not dangling:
         target.write_text("the user's own file\n")
     lock_of(root).symlink_to(target)
-    with (within(10), pytest.raises(InputError, match="a symbolic link; a lock is a file"),
+    with (deadline(10), pytest.raises(InputError, match="a symbolic link; a lock is a file"),
           heartbeat.held(root, PACK, root / "pack.json")):
         pytest.fail("trained under a planted lock")
     assert (target.read_text() == "the user's own file\n") if not dangling else not target.exists()
@@ -80,7 +63,7 @@ def test_a_heartbeat_that_is_no_small_file_reads_as_none_at_once(tmp_path, root,
     else:
         (tmp_path / "elsewhere.json").write_text(json.dumps(BEAT))
         path.symlink_to(tmp_path / "elsewhere.json")
-    with within(10):
+    with deadline(10):
         assert heartbeat.read(path) is None
         # and the trainer goes on to beat there (replacing the planted file, not its target)
         with heartbeat.held(root, PACK, root / "pack.json"):
@@ -93,7 +76,7 @@ def test_a_heartbeat_that_is_no_small_file_reads_as_none_at_once(tmp_path, root,
 def test_read_bytes_says_what_a_planted_file_is(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "link").symlink_to("/dev/zero")
-    with within(10):
+    with deadline(10):
         for name, says in [("fifo", "a FIFO, not a regular file"), ("link", "a symbolic link")]:
             with pytest.raises(InputError, match=f"{tmp_path / name}: {says}"):
                 read_bytes(tmp_path / name, 100, "a heartbeat")
