@@ -294,6 +294,6 @@ def main(args: argparse.Namespace) -> int:
                               sort_keys=False)
         if args.out is None:
             print(text, end="")
-        else:
-            args.out.write_text(text)
+        else:  # atomically: a second `make report ARCHIVE=` never leaves half a config
+            atomic_write_bytes(args.out, lambda fh: fh.write(text.encode()))
     return 0
