@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fakes import write_fake_run
 from test_resume import PACK, deadline
 
 from initmem import cli
@@ -16,6 +17,7 @@ from initmem.analysis import status
 from initmem.errors import InputError
 from initmem.markup import terminal
 from initmem.records import heartbeat
+from initmem.records.verify import DAMAGED, verify_run
 from initmem.untrusted import read_bytes
 
 
@@ -127,3 +129,19 @@ def test_an_error_quoting_a_files_text_prints_inert(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.endswith("\n") and err[:-1].isprintable(), err
     assert "\\x1b[2Jconfig\\u202e.yaml" in err
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev-zero"])
+def test_a_record_file_that_is_no_regular_file_is_damage_not_a_hang(tmp_path, plant):
+    run = PACK.runs[0]
+    write_fake_run(tmp_path, run)
+    summary = tmp_path / run.run_dir / "summary.parquet"
+    summary.unlink()
+    if plant == "fifo":
+        os.mkfifo(summary)
+    else:
+        summary.symlink_to("/dev/zero")
+    with deadline(10):
+        finding, _ = verify_run(tmp_path, run)
+    says = "a FIFO, not a regular file" if plant == "fifo" else "a symbolic link"
+    assert finding.state == DAMAGED and says in finding.detail, finding

@@ -129,8 +129,8 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
         # rows bounded before reading by the member's bytes (the manifest's count is the
         # archive's word, not a bound), the history's also by the summaries' epochs
         max_rows, whose = len(data) // MIN_ROW_BYTES, f"{MIN_ROW_BYTES} bytes a row"
-        if tables:
-            max_rows, whose = min(max_rows, history_rows(tables[0])), "the summaries' epochs"
+        if tables and history_rows(tables[0]) < max_rows:
+            max_rows, whose = history_rows(tables[0]), "the summaries' epochs"
         table = verified(_parquet(data, f"{path}:{name}", max_rows, whose), f"{path}:{name}")
         checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
         if not tables:  # the summaries, whose epochs bound the history's rows
