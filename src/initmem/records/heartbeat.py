@@ -23,7 +23,8 @@ shows the beat's node down. Otherwise it is live while its last beat is younger 
 max(STALL_MIN_S, 2 epochs as it measured them), then stalled.
 
 Before training a pack, `initmem train` takes `<pack key>.lock` (an exclusive flock,
-which the kernel drops when its process dies, even by SIGKILL), so of two trainers that
+which the kernel drops when its process dies, even by SIGKILL; opened, like every
+heartbeat, through initmem.untrusted: the folder may be shared), so of two trainers that
 start on one pack at the same instant exactly one goes on; then it refuses when a live or
 stalled heartbeat of another process on this host, or a live one from another host, holds
 it: an unlock and rerun of Snakemake can never train one pack twice. A dead one, or
