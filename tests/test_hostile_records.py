@@ -236,3 +236,45 @@ def test_a_heartbeat_of_fields_no_trainer_writes_reads_as_none(tmp_path, field, 
     assert heartbeat.read(path) == BEAT
     path.write_text(json.dumps({**BEAT, field: value}))
     assert heartbeat.read(path) is None
+
+
+def test_a_sparse_member_is_refused_before_its_holes_are_read(tmp_path, capsys):
+    """A 10 KB tar whose member declares 3 GiB of holes took 35 s and 6.4 GB to refuse."""
+    member = tarfile.TarInfo("summary.parquet")
+    member.pax_headers = {"GNU.sparse.map": "0,0", "GNU.sparse.size": str(3 * 2**30)}
+    path = tmp_path / "sparse.tar"
+    manifest = {"format": archive.FORMAT, "schema_version": files.SCHEMA_VERSION,
+                "sha256": {}}
+    manifest["manifest_sha256"] = archive._manifest_digest(manifest)
+    data = json.dumps(manifest).encode()
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        tar.addfile(member, io.BytesIO(b""))
+    assert path.stat().st_size < 20_000
+    refused(["archive", "unpack", str(path), "--out", str(tmp_path / "out")], capsys,
+            "member summary.parquet is a sparse file")
+
+
+def test_rows_are_bounded_by_the_members_bytes_not_the_manifests_count(tmp_path, good,
+                                                                       capsys):
+    """2 million copies of one summary row (a 1.36 MB archive) with the manifest's count
+    raised to match took 2.4 GB to read; its bytes allow far fewer rows."""
+    def copies(frames):
+        frames["summary.parquet"] = frames["summary.parquet"].iloc[[0] * 100_000]
+
+    crafted = resealed(good, tmp_path / "copies.tar", copies)
+    refused(["archive", "unpack", str(crafted), "--out", str(tmp_path / "out")], capsys,
+            "summary.parquet: declares 100000 rows, at most",
+            f"({archive.MIN_ROW_BYTES} bytes a row); refused before reading")
+
+
+def test_a_run_id_archived_twice_is_damage(tmp_path, good, capsys):
+    def twice(frames):
+        frames["summary.parquet"] = frames["summary.parquet"].iloc[[0, 0, 1]]
+
+    crafted = resealed(good, tmp_path / "twice.tar", twice)
+    run_id = archive.read_archive(good)[0].column("run_id")[0].as_py()
+    refused(["archive", "unpack", str(crafted), "--out", str(tmp_path / "out")], capsys,
+            f"summary.parquet: run {run_id} has 2 summary rows; an archive holds one per run")

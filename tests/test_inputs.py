@@ -19,6 +19,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import yaml
@@ -264,11 +265,27 @@ def test_a_python_tag_in_a_config_or_spec_runs_nothing(tmp_path, capsys, command
     assert not marker.exists() and not out.exists()
 
 
-def test_deep_json_is_refused_before_parsing():
-    with pytest.raises(InputError, match="m.json: JSON nested deeper than 64 levels"):
-        parse_json(DEEP, "m.json")
+def test_deep_json_is_refused():
+    for deep in (DEEP, "[" * 100 + "]" * 100):  # past the parser's bound, then ours
+        with pytest.raises(InputError, match="m.json: JSON nested deeper than 64 levels"):
+            parse_json(deep, "m.json", len(deep))
     # brackets inside strings, and an escaped backslash ending one, are not nesting
-    assert parse_json(r'{"a": ["[[[[", {"b": "\\"}]}', "m.json") == {"a": ["[[[[", {"b": "\\"}]}
+    text = r'{"a": ["[[[[", {"b": "\\"}]}'
+    assert parse_json(text, "m.json", 100) == {"a": ["[[[[", {"b": "\\"}]}
+
+
+def test_json_is_read_in_linear_time_within_its_bound():
+    # an unterminated string of quotes and backslashes: the pattern that stripped strings
+    # before counting brackets took 42 s at 40k characters
+    text = "[\"" + '\\"' * 300_000
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="m.json: not valid JSON"):
+        parse_json(text, "m.json", len(text))
+    assert time.perf_counter() - started < 1
+    with pytest.raises(InputError, match="m.json: 11 bytes of JSON, more than the 10"):
+        parse_json(b"[1,2,3,4,5]", "m.json", 10)
+    with pytest.raises(InputError, match="m.json: not valid JSON"):  # a 5,000-digit integer
+        parse_json("9" * 5000, "m.json", 10_000)
 
 
 def test_config_check_and_spec_check_agree_on_a_bool_b():

@@ -64,14 +64,14 @@ def test_one_line_per_run_whatever_the_error_text(tmp_path, config, capsys, monk
     for run in runs:
         write_fake_run(tmp_path, run)
     bad = tmp_path / runs[1].run_dir / "history.parquet"
-    parquet_file = files.pq.ParquetFile
+    read_bytes = files.read_bytes
 
     def arrow_error(path, *args, **kwargs):
         if path == bad:
             raise pa.ArrowInvalid("deserialize thrift:\nTProtocolException: Invalid data\n")
-        return parquet_file(path, *args, **kwargs)
+        return read_bytes(path, *args, **kwargs)
 
-    monkeypatch.setattr(files.pq, "ParquetFile", arrow_error)
+    monkeypatch.setattr(files, "read_bytes", arrow_error)
     code = cli.main(["verify", "--config", str(TEST_CONFIG), "--records", str(tmp_path)])
     lines = capsys.readouterr().out.splitlines()
     assert code == 1 and lines[-1] == "3 good, 0 missing, 1 damaged, 0 stale", lines

@@ -15,6 +15,7 @@ import os
 import sys
 
 from initmem.errors import InputError, describe_os_error
+from initmem.markup import terminal
 
 INPUT_EXIT = 2  # bad input: argparse's status for bad arguments
 IO_EXIT = 74  # EX_IOERR: a read or write failed (full disk, read-only folder, missing file)
@@ -70,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.main(args) or 0)
     except InputError as err:
-        print(f"initmem {argv[0]}: error: {err}", file=sys.stderr)
+        print(f"initmem {argv[0]}: error: {terminal(err)}", file=sys.stderr)
         return INPUT_EXIT
     except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
-        print(f"initmem {argv[0]}: error: {describe_os_error(err)}", file=sys.stderr)
+        print(f"initmem {argv[0]}: error: {terminal(describe_os_error(err))}", file=sys.stderr)
         return IO_EXIT

@@ -1,13 +1,19 @@
-"""Text into LaTeX and Markdown: one escaping function per format (HTML: html.escape).
+"""Text into LaTeX, Markdown and a terminal: one escaping function per format (HTML:
+html.escape).
 
 A string that came from a config or a runs archive (an optimizer's label, an archive's
 path, a record's source) is text: escaped, it prints as typed and can never be a command
 (LaTeX's \\input of a local file) or a tag (HTML's stored script). The only raw LaTeX
 the project renders is a config's `tex_label` and `notes`, and only from a config the
-user typed, never from an archive's (initmem.plan.optimizers.display).
+user typed, never from an archive's (initmem.plan.optimizers.display). On a terminal, a
+string from a file (a heartbeat's host, an archive's run id, an error quoting either)
+prints through `terminal`: an escape sequence in it could clear the screen, move the
+cursor over earlier lines, write the user's clipboard (OSC 52) or hide a link (OSC 8).
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
@@ -33,3 +39,16 @@ def tex_escape(text: object) -> str:
 def md_escape(text: object) -> str:
     """Plain text as a Markdown table cell prints it."""
     return "".join("\\" + ch if ch in MARKDOWN_SPECIALS else ch for ch in _one_line(text))
+
+
+def terminal(text: object) -> str:
+    """Text as a terminal shows it, on one line and inert: each control character (C0
+    and C1: escape sequences, carriage return, newline), format character (bidirectional
+    overrides, which reorder what follows) and line separator written as its Python
+    escape (\\x1b, \\u202e)."""
+    return "".join(ch.encode("unicode_escape").decode() if _unsafe(ch) else ch
+                   for ch in str(text))
+
+
+def _unsafe(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")

@@ -40,6 +40,7 @@ from typing import Any
 
 from initmem import checkout
 from initmem.analysis import staged
+from initmem.markup import terminal
 from initmem.plan import cost
 from initmem.plan.grid import load_config
 from initmem.plan.spec import Pack
@@ -262,7 +263,9 @@ def _duration(seconds: float) -> str:
 
 
 def _table(rows: list[list[str]]) -> list[str]:
-    """Columns aligned: text left, numbers right."""
+    """Columns aligned: text left, numbers right; each cell as a terminal shows it (a
+    heartbeat's host or pack, SLURM's job names, are anyone's text)."""
+    rows = [[terminal(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.rjust(w) if cell.replace(".", "").isdigit() else cell.ljust(w)
                       for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -271,9 +274,9 @@ def _table(rows: list[list[str]]) -> list[str]:
 def render(status: SweepStatus) -> str:
     """The status as text: counts, trainers, device-hours and ETA, SLURM jobs."""
     total = sum(status.total.values())
-    lines = [f"{status.config} at {_clock(status.when)}: {total:,} runs"]
+    lines = [f"{terminal(status.config)} at {_clock(status.when)}: {total:,} runs"]
     if status.looks:
-        lines += [status.looks, ""]
+        lines += [*map(terminal, status.looks.splitlines()), ""]
     header = ["family", "recipe", "b", *STATES]
     lines += _table([header] + [[r["family"], r["recipe_id"], str(r["b"]),
                                  *(str(r[s]) for s in STATES)] for r in status.counts]

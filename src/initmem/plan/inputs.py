@@ -5,7 +5,7 @@
 key written twice in one mapping is refused (PyYAML keeps the last one silently), and so
 are anchors and aliases (configs have no use for them, and a 1 KB file of aliases expands
 to gigabytes: "billion laughs") and nesting deeper than MAX_DEPTH (`parse_json` bounds
-JSON the same way: a deeper file ends the parser in a RecursionError); a tag SafeLoader
+JSON the same way, and its length by the caller's bound); a tag SafeLoader
 cannot construct (`!!python/...`) is refused by name. Every failure to
 read is one line naming the file. `check_spec` holds a pack spec to the
 config schema's own field rules (strict JSON types: no bool for an integer, no string
@@ -105,19 +105,39 @@ def parse_yaml(text: str, where: object = "<text>") -> Any:
         raise InputError(f"{where}: not valid YAML or JSON: {err}") from None
 
 
-JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+def parse_json(data: str | bytes, where: object, max_bytes: int) -> Any:
+    """JSON text as Python data, in time linear in its length (the standard library's
+    parser, no pattern over the text); InputError names `where` when it is longer than
+    `max_bytes` (checked first), not JSON, or nested deeper than MAX_DEPTH."""
+    if len(data) > max_bytes:
+        raise InputError(f"{where}: {len(data)} bytes of JSON, more than the {max_bytes} "
+                         "such a file may take")
+    try:
+        value = json.loads(data)
+    except RecursionError:  # the parser's own bound on nesting, far below the stack's
+        raise InputError(_too_deep(where)) from None
+    except ValueError as err:  # JSONDecodeError, bad UTF-8, an integer of 4,300+ digits
+        raise InputError(f"{where}: not valid JSON ({' '.join(str(err).split())})") from None
+    if _depth(value) > MAX_DEPTH:
+        raise InputError(_too_deep(where))
+    return value
 
 
-def parse_json(text: str, where: object) -> Any:
-    """JSON text as Python data; InputError names `where` when it nests deeper than
-    MAX_DEPTH (checked before parsing), json.JSONDecodeError when it is not JSON."""
-    depth = 0
-    for bracket in re.findall(r"[][{}]", JSON_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > MAX_DEPTH:
-            raise InputError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; "
-                             "initmem's files nest under ten")
-    return json.loads(text)
+def _too_deep(where: object) -> str:
+    return f"{where}: JSON nested deeper than {MAX_DEPTH} levels; initmem's files nest under ten"
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((v, depth) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
+    return deepest
 
 
 def load_yaml(path: str | Path, what: str) -> dict[str, Any]:

@@ -27,16 +27,19 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
 from initmem import __version__
+from initmem.errors import InputError
 from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
 from initmem.plan.inputs import parse_json
 from initmem.records import environment
@@ -63,6 +66,10 @@ from initmem.records.files import (
 )
 
 FORMAT = "initmem-runs-archive"
+# Compressed bytes a record row takes at the least: results/laptop/v2/runs.tar's history
+# takes 29 a row, its summary 676 (each row's numbers differ); a member's size bounds its
+# rows by this before they are read, so a small archive cannot declare millions.
+MIN_ROW_BYTES = 8
 
 
 def pack(config: dict[str, Any], records_root: str | Path, out: str | Path) -> dict[str, Any]:
@@ -114,24 +121,47 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     members = {"summary.parquet": (summary_columns(), OUTCOME_RANGES),
                "history.parquet": (HISTORY_COLUMNS, HISTORY_RANGES)}
     manifest, *blobs = _read(path, *members)
-    runs = manifest.get("runs")
-    if not isinstance(runs, int) or runs < 0:
-        raise RecordError(f"{path}: manifest.json counts {runs!r} runs; a count is an "
-                          "integer >= 0")
     tables: list[pa.Table] = []
     for (name, (columns, ranges)), data in zip(members.items(), blobs, strict=True):
         if _sha256(data) != manifest["sha256"].get(name):
             raise RecordError(f"{path}: member {name} is damaged (its bytes do not match "
                               "the manifest's checksum); restore the archive from a good copy")
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        # rows bounded before reading: the summaries by the manifest, the history by them
-        max_rows, whose = ((runs, "the manifest's run count") if not tables
-                           else (history_rows(tables[0]), "the summaries' epochs"))
-        check_declared_size(parquet.metadata, f"{path}:{name}", max_rows, whose)
-        table = verified(parquet.read(), f"{path}:{name}")
+        # rows bounded before reading by the member's bytes (the manifest's count is the
+        # archive's word, not a bound), the history's also by the summaries' epochs
+        max_rows, whose = len(data) // MIN_ROW_BYTES, f"{MIN_ROW_BYTES} bytes a row"
+        if tables and history_rows(tables[0]) < max_rows:
+            max_rows, whose = history_rows(tables[0]), "the summaries' epochs"
+        table = verified(_parquet(data, f"{path}:{name}", max_rows, whose), f"{path}:{name}")
         checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
+        if not tables:  # the summaries, whose epochs bound the history's rows
+            _check_unique(table, f"{path}:{name}")
         tables.append(with_later_fields(table, columns))
     return tables[0], tables[1]
+
+
+def _parquet(data: bytes, where: str, max_rows: int, whose: str) -> pa.Table:
+    """A Parquet member's table, its declared size checked first; RecordError when it
+    does not read (a member sealed again after editing gets past its checksum)."""
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        check_declared_size(parquet.metadata, where, max_rows, whose)
+        return parquet.read()
+    except RecordError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise RecordError(f"{where}: unreadable ({' '.join(str(err).split())}); restore the "
+                          "archive from a good copy") from None
+
+
+def _check_unique(summaries: pa.Table, where: str) -> None:
+    """RecordError naming a run id that two summary rows share (one run, one row)."""
+    if "run_id" not in summaries.column_names:
+        return
+    counts = pc.value_counts(summaries.column("run_id")).to_pylist()
+    twice = next((c for c in counts if c["counts"] > 1), None)
+    if twice is not None:
+        raise RecordError(f"{where}: run {twice['values']} has {twice['counts']} summary rows; "
+                          "an archive holds one per run")
 
 
 def _row_of(member: str, table: pa.Table) -> Where:
@@ -149,10 +179,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 def read_environment(path: str | Path) -> dict[str, Any] | None:
     """The environment the archive was packed in (records.environment), checked; None
     for an archive packed before initmem recorded it (its manifest lists no such member)."""
-    sums = read_manifest(path).get("sha256")
-    if not isinstance(sums, dict):
-        raise RecordError(f"{path}: manifest.json's sha256 is not an object of member "
-                          "checksums")
+    sums = read_manifest(path)["sha256"]
     if environment.MEMBER not in sums:
         return None
     data = _read(path, environment.MEMBER)[1]
@@ -160,7 +187,7 @@ def read_environment(path: str | Path) -> dict[str, Any] | None:
     if _sha256(data) != sums[environment.MEMBER]:
         raise RecordError(f"{where} is damaged (its bytes do not match the manifest's "
                           "checksum); restore the archive from a good copy")
-    return environment.checked(parse_json(data.decode(), where), where)
+    return environment.checked(parse_json(data, where, environment.MAX_BYTES), where)
 
 
 def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
@@ -168,8 +195,8 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
     try:
         with tarfile.open(path, mode="r:") as tar:
             manifest = parse_json(_member(tar, path, "manifest.json", f"{path}: not a runs "
-                                          "archive (it has no manifest.json)").decode(),
-                                  f"{path}:manifest.json")
+                                          "archive (it has no manifest.json)"),
+                                  f"{path}:manifest.json", MAX_BYTES["manifest.json"])
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 found = manifest.get("format") if isinstance(manifest, dict) else None
                 raise RecordError(f"{path}: not a runs archive (format {found!r}, expected "
@@ -178,39 +205,50 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
             if manifest.get("manifest_sha256") != _manifest_digest(manifest):
                 raise RecordError(f"{path}: manifest.json is damaged (it does not match its "
                                   "checksum); restore the archive from a good copy")
+            if not isinstance(manifest.get("sha256"), dict):
+                raise RecordError(f"{path}: manifest.json's sha256 is not an object of "
+                                  "member checksums")
             # tar reads a damaged header after the first as the archive's end: a member
             # it does not find behind a good manifest is damage more likely than absence
             return manifest, *(_member(tar, path, name, f"{path}: damaged or incomplete runs "
                                        f"archive: member {name} cannot be read (a damaged tar "
                                        "header hides the members after it); restore the "
-                                       "archive from a good copy", MAX_BYTES.get(name))
+                                       "archive from a good copy")
                                for name in names)
-    except (tarfile.TarError, OSError, UnicodeDecodeError, json.JSONDecodeError,
-            pa.ArrowInvalid) as err:
+    except RecordError:
+        raise
+    except InputError as err:  # parse_json's
+        raise RecordError(str(err)) from None
+    except (tarfile.TarError, OSError, UnicodeDecodeError, pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: unreadable runs archive ({err})") from None
 
 
-# Members whose size is bounded before reading (the Parquet ones by their declared rows)
-MAX_BYTES = {environment.MEMBER: environment.MAX_BYTES}
+# Members whose size is bounded before reading: the Parquet ones only by the archive's
+# own size (their rows are bounded before they are parsed), the JSON ones far tighter
+MAX_BYTES = {"manifest.json": 1024 * 1024, environment.MEMBER: environment.MAX_BYTES}
 
 
-def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str,
-            max_bytes: int | None = None) -> bytes:
+def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str) -> bytes:
     """The bytes of a member; RecordError(missing) when tar does not find it, and one
-    naming what it is when it is no regular file (a link would point tar elsewhere) or
-    larger than max_bytes."""
+    naming what it is when it is no regular file (a link would point tar elsewhere, a
+    sparse one expand its holes), larger than MAX_BYTES allows, or larger than what the
+    archive holds behind its header (tar would read to the end first)."""
     try:
         member = tar.getmember(name)
     except KeyError:
         raise RecordError(missing) from None
-    if not member.isfile():
+    if not member.isfile() or member.issparse():
         kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
-                else "a folder" if member.isdir() else "a device or FIFO")
+                else "a folder" if member.isdir() else "a sparse file" if member.issparse()
+                else "a device or FIFO")
         raise RecordError(f"{path}: member {name} is {kind}; archives hold regular files "
                           "only")
-    if max_bytes is not None and member.size > max_bytes:
+    held = os.fstat(tar.fileobj.fileno()).st_size - member.offset_data
+    max_bytes = min(held, MAX_BYTES.get(name, held))
+    if member.size > max_bytes:
         raise RecordError(f"{path}: member {name} declares {member.size} bytes, at most "
-                          f"{max_bytes} allowed; refused before reading")
+                          f"{max_bytes} allowed (the archive holds {held} behind its "
+                          "header); refused before reading")
     return tar.extractfile(member).read()
 
 
@@ -256,6 +294,6 @@ def main(args: argparse.Namespace) -> int:
                               sort_keys=False)
         if args.out is None:
             print(text, end="")
-        else:
-            args.out.write_text(text)
+        else:  # atomically: a second `make report ARCHIVE=` never leaves half a config
+            atomic_write_bytes(args.out, lambda fh: fh.write(text.encode()))
     return 0

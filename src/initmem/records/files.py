@@ -95,6 +95,7 @@ from initmem import __version__
 from initmem.errors import InputError, naming
 from initmem.plan.schema import schema
 from initmem.plan.spec import LATER_FIELDS, Recipe, Run
+from initmem.untrusted import read_bytes
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
 SCHEMA_VERSION = 4
@@ -103,6 +104,7 @@ DIGEST_KEY = b"initmem.sha256"
 # Uncompressed bytes a record row may take in a Parquet file: a summary row of
 # results/laptop/v2/runs.tar takes 276 (15,169 for 55 rows), its strings the most.
 ROW_BYTES = 16 * 1024
+FILE_BYTES = 1024 * 1024  # a record file's bytes besides its rows' (schema, metadata)
 
 HISTORY_COLUMNS: dict[str, str] = {
     "run_id": "string", "epoch": "int64",
@@ -407,7 +409,9 @@ def read_sealed(path: Path, max_rows: int, expected: str) -> pa.Table:
     """A record file of at most `max_rows` rows (`expected` says whose) whose checksum
     matches its content; RecordError names the file and the fix otherwise."""
     try:  # ParquetFile.read is ~3x faster than read_table on thousands of small files
-        parquet = pq.ParquetFile(path)
+        # a run folder may be shared: no link followed, no FIFO opened, the size bounded
+        raw = read_bytes(path, max_rows * ROW_BYTES + FILE_BYTES, "a record file", RecordError)
+        parquet = pq.ParquetFile(pa.BufferReader(raw))
         check_declared_size(parquet.metadata, path, max_rows, expected)
         table = parquet.read(use_threads=False)
     except FileNotFoundError:
@@ -493,7 +497,9 @@ def atomic_write_bytes(path: Path, write: Any, replace: bool = True) -> bool:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are read by the whole group
+            # mkstemp makes 0600; records are read by the whole group (by descriptor: in a
+            # shared folder the name could be another file by now)
+            os.fchmod(fh.fileno(), 0o644)
         if replace:
             os.replace(tmp, path)
             return True

@@ -27,7 +27,8 @@ beat's SLURM job (a requeue), squeue does not list the job, lists it in another 
 than RUNNING, or running on nodes without the beat's, or sinfo shows the beat's node down.
 
 Before training a pack, `initmem train` takes `<pack key>.lock` (an exclusive flock,
-which the kernel drops when its process dies, even by SIGKILL), so of two trainers that
+which the kernel drops when its process dies, even by SIGKILL; opened, like every
+heartbeat, through initmem.untrusted: the folder may be shared), so of two trainers that
 start on one pack at the same instant exactly one goes on; then it finds the pack held
 when a live or stalled heartbeat of another process on this host, or a live one from
 another host, holds it (Held: the trainer waits for the holder, training.command). A dead
@@ -53,10 +54,12 @@ from pathlib import Path
 from typing import Any
 
 from initmem.errors import InputError
+from initmem.markup import terminal
 from initmem.plan.inputs import parse_json
 from initmem.plan.spec import Pack
 from initmem.records import cluster
 from initmem.records.files import atomic_write_bytes
+from initmem.untrusted import open_lock, read_bytes
 
 log = logging.getLogger("initmem.train")
 SUFFIX = ".heartbeat.json"
@@ -70,6 +73,7 @@ FENCE_S = 120.0
 # ends with an evaluation and a checkpoint, during which the loop does not beat): stalled.
 STALL_MIN_S = 600.0
 LIVE, STALLED, DEAD, ENDED = "live", "stalled", "dead", "ended"
+MAX_BYTES = 64 * 1024  # a trainer's heartbeat or lock takes under 1 KB
 
 
 class Held(InputError):
@@ -95,22 +99,38 @@ OPTIONAL_FIELDS = {"spec": str, "epoch_s": NUMBER, "ended": str, "part": int, "p
                    "slurm_job_id": str, "slurm_node": str, "slurm_restarts": int}
 
 
+# Each number's bounds, far outside a trainer's own (status formats them and divides by
+# epochs): Linux's largest pid, Unix times before the year 5000, counts; and each text's.
+BOUNDS = {"pid": (1, 2**22), "start": (0, 1e11), "beat": (0, 1e11), "progress": (0, 1e11),
+          "epoch": (0, 10**6),
+          "epochs": (1, 10**6), "epoch_s": (0, 1e9), "part": (1, 10**4), "parts": (1, 10**4),
+          "slurm_restarts": (0, 10**6)}
+MAX_TEXT = 1000
+
+
 def read(path: Path, fields: dict[str, Any] = FIELDS) -> dict[str, Any] | None:
     """A heartbeat's fields, or None when it is gone, half written or not one a trainer
-    writes (each field of its type, the pid positive); `fields`: the ones required."""
+    writes (each field of its type and within BOUNDS, a text of at most MAX_TEXT
+    characters); `fields`: the ones required."""
     try:
-        beat = parse_json(path.read_text(), path)
-    except (OSError, ValueError):
+        beat = parse_json(read_bytes(path, MAX_BYTES, "a heartbeat"), path, MAX_BYTES)
+    except (OSError, ValueError):  # InputError too: a link, a FIFO, a larger file
         return None
     if not isinstance(beat, dict):
         return None
     typed = all(_is(beat.get(k), t) for k, t in fields.items()) and all(
         beat.get(k) is None or _is(beat[k], t) for k, t in OPTIONAL_FIELDS.items())
-    return beat if typed and beat["pid"] > 0 else None
+    return beat if typed and _bounded(beat) else None
 
 
 def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _bounded(beat: dict[str, Any]) -> bool:
+    """Every number within its BOUNDS (NaN and infinities are in none), every text short."""
+    return (all(lo <= beat[k] <= hi for k, (lo, hi) in BOUNDS.items() if beat.get(k) is not None)
+            and all(len(v) <= MAX_TEXT for v in beat.values() if isinstance(v, str)))
 
 
 def pid_alive(pid: int) -> bool:
@@ -288,7 +308,7 @@ def _check_free(path: Path) -> None:
     if verdict.state == DEAD or (verdict.state == STALLED
                                  and beat["host"] != socket.gethostname()):
         log.warning("taking over pack %s from %s: its heartbeat is %s (%s)",
-                    beat["pack"], holder(beat), verdict.state, verdict.why)
+                    *map(terminal, (beat["pack"], holder(beat), verdict.state, verdict.why)))
         return
     raise Held(f"pack {beat['pack']} ({beat.get('spec')}) is being trained by {holder(beat)} "
                f"({verdict.state}: {verdict.why}); end that process or wait for it "
@@ -300,7 +320,7 @@ def _lock(path: Path, beat_path: Path) -> int:
     naming the holder; retried when the file was unlinked by its previous holder between
     our open and our lock."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

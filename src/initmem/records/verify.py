@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from initmem.markup import terminal
 from initmem.plan.grid import expand_runs, load_config
 from initmem.plan.spec import Run
 from initmem.records import environment
@@ -93,9 +94,10 @@ def verify_archive(path: str | Path, runs: list[Run]) -> list[Finding]:
 
 
 def report(findings: list[Finding]) -> str:
-    # one line per run whatever the detail quotes (arrow's messages can hold newlines)
-    lines = [f"{f.state:<8} {f.where}: {' '.join(f.detail.split())}" for f in findings
-             if f.state != GOOD]
+    # one line per run whatever the detail quotes (arrow's messages can hold newlines),
+    # as a terminal shows it (an archive's run ids are anyone's text)
+    lines = [terminal(f"{f.state:<8} {f.where}: {' '.join(f.detail.split())}")
+             for f in findings if f.state != GOOD]
     counts = Counter(f.state for f in findings)
     lines.append(", ".join(f"{counts[s]} {s}" for s in (GOOD, MISSING, DAMAGED, STALE)))
     return "\n".join(lines)
@@ -115,5 +117,5 @@ def main(args: argparse.Namespace) -> int:
     print(report(findings))
     unread = any(f.where == str(args.archive) for f in findings)  # the whole archive's
     if args.archive and not unread:
-        print(environment.describe(read_environment(args.archive)))
+        print(terminal(environment.describe(read_environment(args.archive))))
     return 0 if all(f.state == GOOD for f in findings) else 1

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import re
-import stat
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from torch import Tensor
 
 from initmem.errors import InputError, naming
 from initmem.plan.inputs import parse_json
+from initmem.untrusted import read_bytes
 
 LATEST, PREVIOUS = "latest.pt", "previous.pt"
 TMP_PREFIX = ".ckpt."  # a save's file until it is complete
@@ -50,8 +50,6 @@ TENSOR, INT_KEYS = "$tensor", "$int_keys"  # JSON stand-ins: a tensor, a dict wi
 ROOM = ("a training job needs room for two copies of the checkpoint of each of its packs "
         "trained so far, the previous and the latest, and one more being written")
 TRUST = "--trust-checkpoint"
-NOT_REGULAR = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device",
-               stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a folder"}
 
 
 class CheckpointError(InputError):
@@ -140,29 +138,16 @@ def read(path: Path, limit: int, trust: bool = False) -> dict[str, Any]:
 def _load(body: bytes) -> Any:
     """The state of a checkpoint's JSON line and tensors."""
     state, _, blob = body.partition(b"\n")
-    return _join(parse_json(state.decode(), "its state"), _tensors(blob))
+    # the file's bound is the line's
+    return _join(parse_json(state, "its state", len(state)), _tensors(blob))
 
 
 def _file_bytes(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (never following a link, nor
-    blocking on a FIFO)."""
+    """The bytes of a regular file of at most `limit` bytes (untrusted.read_bytes)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        return read_bytes(path, limit, "a checkpoint of this pack", CheckpointError)
     except OSError as err:
-        what = ("a symbolic link; a checkpoint is a file initmem wrote" if err.errno == errno.ELOOP
-                else f"cannot be read ({err.strerror or err})")
-        raise CheckpointError(f"{path}: {what}") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in NOT_REGULAR.items() if test(info.st_mode)),
-                        "a special file")
-            raise CheckpointError(f"{path}: {kind}, not a regular file; a checkpoint is a "
-                                  "file initmem wrote")
-        if info.st_size > limit or len(raw := fh.read(limit + 1)) > limit:
-            raise CheckpointError(f"{path}: {info.st_size} bytes, more than a checkpoint of "
-                                  f"this pack can hold ({limit})")
-    return raw
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror or err})") from None
 
 
 def _checked(path: Path, sealed: bytes) -> bytes:

@@ -61,6 +61,7 @@ CLASS_SHARE = (0.085, 0.115)
 # The offline copy's own checksums, written by `initmem cifar10-copy` after building it.
 MANIFEST = "initmem-manifest.json"
 MANIFEST_FORMAT = "initmem-cifar10-copy"
+MANIFEST_BYTES = 64 * 1024  # the builder writes under 1 KB: a SHA-256 per file
 BUILD_COMMAND = "initmem cifar10-copy"
 # What numpy's pickles of arrays name (numpy 1 and 2 module paths both start with numpy).
 NUMPY_PICKLE_NAMES = frozenset({"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"})
@@ -242,7 +243,7 @@ def _manifest_sums(folder: Path) -> dict[str, str] | str:
     if not path.is_file():
         return f"the copy has no {MANIFEST} (the offline builder writes one)"
     try:
-        manifest = parse_json(path.read_text(), path)
+        manifest = parse_json(path.read_bytes(), path, MANIFEST_BYTES)
         sums = manifest["sha256"] if manifest.get("format") == MANIFEST_FORMAT else None
     except (ValueError, TypeError, KeyError, AttributeError, OSError):
         sums = None

@@ -1,0 +1,147 @@
+"""Files another user of the group (or another node) leaves in a shared results folder,
+crafted against the code: links, FIFOs, absurd values, terminal escapes. Each is refused
+or read as no trainer's, in one line, without hanging, following a link or writing
+outside the folder."""
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from fakes import write_fake_run
+from test_resume import PACK, deadline
+
+from initmem import cli
+from initmem.analysis import status
+from initmem.errors import InputError
+from initmem.markup import terminal
+from initmem.records import heartbeat
+from initmem.records.verify import DAMAGED, verify_run
+from initmem.untrusted import read_bytes
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    (tmp_path / "shared").mkdir()
+    return tmp_path / "shared"
+
+
+def lock_of(root: Path) -> Path:
+    return root / f"{PACK.key}.lock"
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_planted_lock_link_is_refused_and_its_target_untouched(tmp_path, root, dangling):
+    target = tmp_path / "victim.txt"
+    if not dangling:
+        target.write_text("the user's own file\n")
+    lock_of(root).symlink_to(target)
+    with (deadline(10), pytest.raises(InputError, match="a symbolic link; a lock is a file"),
+          heartbeat.held(root, PACK, root / "pack.json")):
+        pytest.fail("trained under a planted lock")
+    assert (target.read_text() == "the user's own file\n") if not dangling else not target.exists()
+
+
+def test_a_lock_hard_linked_to_another_file_is_refused(tmp_path, root):
+    target = tmp_path / "victim.txt"
+    target.write_text("kept\n")
+    os.link(target, lock_of(root))
+    with (pytest.raises(InputError, match="a hard link to another file"),
+          heartbeat.held(root, PACK, root / "pack.json")):
+        pytest.fail("trained under a planted lock")
+    assert target.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev-zero", "large", "link"])
+def test_a_heartbeat_that_is_no_small_file_reads_as_none_at_once(tmp_path, root, plant):
+    path = heartbeat.path_of(root, PACK)
+    if plant == "fifo":
+        os.mkfifo(path)  # nobody writes it: an open or read would block forever
+    elif plant == "dev-zero":
+        path.symlink_to("/dev/zero")  # read without bound, it fills the memory
+    elif plant == "large":
+        path.write_bytes(b" " * (heartbeat.MAX_BYTES + 1))
+    else:
+        (tmp_path / "elsewhere.json").write_text(json.dumps(BEAT))
+        path.symlink_to(tmp_path / "elsewhere.json")
+    with deadline(10):
+        assert heartbeat.read(path) is None
+        # and the trainer goes on to beat there (replacing the planted file, not its target)
+        with heartbeat.held(root, PACK, root / "pack.json"):
+            assert heartbeat.read(path)["pid"] == os.getpid()
+    assert not path.exists()
+    if plant == "link":
+        assert json.loads((tmp_path / "elsewhere.json").read_text()) == BEAT
+
+
+def test_read_bytes_says_what_a_planted_file_is(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to("/dev/zero")
+    with deadline(10):
+        for name, says in [("fifo", "a FIFO, not a regular file"), ("link", "a symbolic link")]:
+            with pytest.raises(InputError, match=f"{tmp_path / name}: {says}"):
+                read_bytes(tmp_path / name, 100, "a heartbeat")
+    with pytest.raises(InputError, match="a folder, not a regular file"):
+        read_bytes(tmp_path, 100, "a heartbeat")
+
+
+BEAT = {"pid": 7, "host": "h", "pack": "x", "start": 1.0, "beat": 2.0, "epoch": 1,
+        "epochs": 3, "epoch_s": 1.5}
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("pid", 2**70), ("pid", 2**22 + 1), ("beat", math.inf), ("beat", math.nan),
+    ("start", -math.inf), ("epochs", 0), ("epoch", -1), ("epoch_s", 1e300),
+    ("epoch_s", math.nan), ("part", 0), ("parts", 10**9), ("host", "h" * 1001)])
+def test_a_heartbeat_of_absurd_values_reads_as_none(tmp_path, field, value):
+    """Values that ended status and train in OverflowError, ValueError, ZeroDivisionError."""
+    path = tmp_path / f"x{heartbeat.SUFFIX}"
+    path.write_text(json.dumps(BEAT))
+    assert heartbeat.read(path) == BEAT
+    path.write_text(json.dumps({**BEAT, field: value}))  # json writes NaN, Infinity
+    assert heartbeat.read(path) is None
+    path.write_text(json.dumps(BEAT).replace('"beat": 2.0', '"beat": 1e309'))  # inf
+    assert heartbeat.read(path) is None
+
+
+ESCAPES = ["\x1b[2J\x1b[H", "\x1b]8;;http://x\x07link\x1b]8;;\x07", "\x1b]52;c;ZWNobw==\x07",
+           "a\rb", "x\ny", "\u202eevil\u202c", "\x9b2J"]
+
+
+@pytest.mark.parametrize("text", ESCAPES)
+def test_terminal_escapes_every_control_and_bidi_character(text):
+    shown = terminal(text)
+    assert shown.isprintable() and "\\" in shown
+    assert terminal("héllo wörld, 東京\t") == "héllo wörld, 東京\\t"
+
+
+def test_status_prints_a_heartbeats_fields_as_a_terminal_shows_them():
+    trainer = ["\x1b[2Jpack", "live", "7", "host\x1b]52;c;ZWNobw==\x07", "\u202eended\r"]
+    lines = status._table([["pack", "state", "pid", "host", "ended"], trainer])
+    assert all(line.isprintable() for line in lines), lines
+    assert "\\x1b]52;c;ZWNobw==\\x07" in lines[1] and "\\u202eended\\r" in lines[1]
+
+
+def test_an_error_quoting_a_files_text_prints_inert(tmp_path, capsys):
+    config = tmp_path / "\x1b[2Jconfig\u202e.yaml"
+    assert cli.main(["grid", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err[:-1].isprintable(), err
+    assert "\\x1b[2Jconfig\\u202e.yaml" in err
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev-zero"])
+def test_a_record_file_that_is_no_regular_file_is_damage_not_a_hang(tmp_path, plant):
+    run = PACK.runs[0]
+    write_fake_run(tmp_path, run)
+    summary = tmp_path / run.run_dir / "summary.parquet"
+    summary.unlink()
+    if plant == "fifo":
+        os.mkfifo(summary)
+    else:
+        summary.symlink_to("/dev/zero")
+    with deadline(10):
+        finding, _ = verify_run(tmp_path, run)
+    says = "a FIFO, not a regular file" if plant == "fifo" else "a symbolic link"
+    assert finding.state == DAMAGED and says in finding.detail, finding
