@@ -294,6 +294,13 @@ def _terms(text: str, sign: float) -> list[tuple[float, str]]:
     return [(-sign if s == "-" else sign, t) for s, t in TERM.findall(text)]
 
 
+def condition_names(text: str) -> list[str]:
+    """The values a condition reads (its named terms, either side)."""
+    match = CONDITION.match(text)
+    return [t for _, t in _terms(match["lhs"], 1.0) + _terms(match["rhs"], -1.0)
+            if not _is_number(t)]
+
+
 def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, float],
                    level: float) -> Condition:
     """lhs OP rhs as sum c_i value_i against a threshold (the constants moved right):
