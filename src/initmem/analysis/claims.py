@@ -185,7 +185,8 @@ def delta_of(configuration: pd.DataFrame) -> Estimate:
     values, seeds = _by_sigma(configuration, TEST_VALUE, (0.1, 2.5))
     low, high = values[0.1], values[2.5]
     if sorted(seeds[0.1]) == sorted(seeds[2.5]):
-        return inference.mean(low[np.argsort(seeds[0.1])] - high[np.argsort(seeds[2.5])])
+        differences = low[np.argsort(seeds[0.1])] - high[np.argsort(seeds[2.5])]
+        return replace(inference.mean(differences), paired=True)
     return inference.combine([(1.0, inference.mean(low)), (-1.0, inference.mean(high))])
 
 
@@ -659,15 +660,19 @@ def judge_sources(claims: list[dict[str, Any]], sources: list[Source]
     return table, first
 
 
-def write_claims(sources: list[Source], claims_path: str | Path, out_csv: str | Path,
-                 out_tex: str | Path, out_md: str | Path | None = None,
+def write_claims(sources: list[Source], claims_path: str | Path,
+                 out_csv: str | Path | None = None, out_tex: str | Path | None = None,
+                 out_md: str | Path | None = None,
                  out_values: str | Path | None = None) -> pd.DataFrame:
+    """The claims judged on `sources`, written to each output named (none: nothing)."""
     table, verdicts = judge_sources(read_claims(claims_path), sources)
     for path in filter(None, (out_csv, out_tex, out_md, out_values)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
-    synthetic = any(generated(s.runs).any() for s in sources)
-    Path(out_tex).write_text(render_tex(table, synthetic))
+    if out_csv is not None:
+        table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
+    if out_tex is not None:
+        synthetic = any(generated(s.runs).any() for s in sources)
+        Path(out_tex).write_text(render_tex(table, synthetic))
     if out_md is not None:
         Path(out_md).write_text(render_markdown(table))
     if out_values is not None:
