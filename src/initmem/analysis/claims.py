@@ -466,7 +466,8 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
                           dict.fromkeys(v["cell"] for v in claim["values"].values())])
     judged.size = magnitude.statement(claim.get("paper", {}), values, compared,
                                       metrics.recipe_keys(), claim.get("paper_accuracy"),
-                                      judged.label, _shown)
+                                      judged.label, _shown,
+                                      {n: spec["stat"] for n, spec in claim["values"].items()})
     failed = [g for g in checked if g.passed is False]
     if failed:
         verdict = make("out of regime", "The paper's presuppositions do not hold here: "
