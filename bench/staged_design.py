@@ -23,6 +23,9 @@ with how many seeds.
         # each claim at each condition's least favourable null (that condition at its
         # boundary, the others clearly true): false holds per condition, 100 studies each
 
+    python bench/staged_design.py --oracle 25
+        # the futility oracle's cost at the paper's effects (docs/claims.md, "Why not 60%")
+
 --null simulates each condition apart (staged.null_holds): the claim held means that
 condition held at the claim's levels at some look, counted without stopping for failure or
 futility (both only remove holds), so each rate is an upper bound on the claim's there.
@@ -31,8 +34,11 @@ futility (both only remove holds), so each rate is an upper bound on the claim's
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from initmem.analysis import sequential, staged
 from initmem.analysis.claims import read_claims
@@ -118,6 +124,37 @@ def null_table(staging: staged.Staging, draws: int) -> tuple[str, float, tuple[f
     return "\n".join(lines), worst, worst_ci
 
 
+def oracle_look(cells: staged.ClaimCells, drawn: dict) -> int:
+    """The look (0-based) at which an oracle that knows the fixed design's verdict stops a
+    claim: the first where the fixed design's own 5% test on the seeds so far reaches that
+    verdict (no price for looking several times), or the first look where the fixed design
+    decides nothing (a perfect futility rule)."""
+    final = staged.fixed_claim(cells, drawn)
+    if final not in sequential.DECIDED:
+        return 0
+    return next(look for look in range(len(staged.LOOKS)) if sequential.decide(
+        cells.claim, staged.values_at(cells, drawn, look), [], (1.0,),
+        cells.seeds_max()).kind == final)
+
+
+def oracle_hours(staging: staged.Staging, draws: int, seed: int = 0) -> np.ndarray:
+    """Device-hours per simulated study at the paper's effects (the studies `simulated`
+    draws at scale 1 with this seed) when every claim stops at its oracle look; a claim
+    not simulated stays open to the end, as there."""
+    rng, hours = np.random.default_rng(seed), []
+    for _ in range(draws):
+        open_at = [set() for _ in staged.LOOKS]
+        for cells in staging.claims:
+            truth, last = staged.truths(cells.claim, 1.0), len(staged.LOOKS) - 1
+            if truth is not None and cells.complete:
+                last = oracle_look(cells, staged.draw_values(cells.claim, truth,
+                                                             cells.seeds_max(), rng))
+            for look in range(last + 1):
+                open_at[look].add(cells.claim["id"])
+        hours.append(sum(staging.look_hours(open_at)))
+    return np.array(hours)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("config/gpu_first.yaml"))
@@ -127,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spending", nargs="+", choices=sequential.SPENDING,
                         help="compare these alpha-spending functions instead (the rule's "
                              "is t2), a line each")
+    parser.add_argument("--oracle", type=int, metavar="DRAWS",
+                        help="instead, the futility oracle's device-hours at the paper's "
+                             "effects over DRAWS simulated studies")
     parser.add_argument("--null", type=int, metavar="DRAWS",
                         help="instead, each condition's least favourable null, DRAWS "
                              "simulated studies each")
@@ -140,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
           "studies per scale\n")
     if args.spending:
         print(compare(staging, args.spending, args.scales, args.draws))
+        return 0
+    if args.oracle:
+        hours, fixed = oracle_hours(staging, args.oracle), staging.fixed_hours()
+        error = 1.96 * hours.std(ddof=1) / math.sqrt(len(hours))
+        print(f"futility oracle at the paper's effects, {len(hours)} studies: {hours.mean():.0f}"
+              f" +- {error:.0f} GPU-h (95% MC), {hours.mean() / fixed:.0%} +- "
+              f"{error / fixed:.0%} of the fixed design's {fixed:.0f}")
         return 0
     if args.null:
         table, worst, (low, high) = null_table(staging, args.null)
