@@ -243,7 +243,7 @@ def rates(truth: float, draws: int, seed: int) -> pd.Series:
 
 def test_without_an_effect_the_staged_claim_holds_at_most_nominally():
     """400 studies at delta 0 (5 looks of a 15-seed cell): a false hold in at most 5%
-    (the one-sided rate is 2.5%; 5% is the fixed design's level)."""
+    (one-sided 5%, the fixed design's level, spent over the looks)."""
     assert rates(0.0, 400, 0).get("holds", 0.0) <= NOMINAL
 
 

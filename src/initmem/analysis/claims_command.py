@@ -11,8 +11,7 @@ import pandas as pd
 
 from initmem import checkout
 from initmem.analysis import design, metrics, sequential, staged
-from initmem.analysis.claims import (VERDICTS, Source, read_claims, render_markdown,
-                                     write_claims)
+from initmem.analysis.claims import VERDICTS, Source, read_claims, render_markdown, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
 from initmem.plan import cost

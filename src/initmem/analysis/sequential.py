@@ -232,7 +232,8 @@ def claim_levels(claim: dict[str, Any], values: Mapping[str, Estimate],
         if min(fewest) < 2:  # a look without a noise estimate: it cannot hold there
             fewest = tuple(max(n, 2) for n in fewest)
         each.append(levels(fractions, statistic, fewest, k, spending=spending))
-    return tuple(map(min, zip(*each))) if each else boundaries(fractions, spending=spending)
+    return (tuple(map(min, zip(*each, strict=True))) if each
+            else boundaries(fractions, spending=spending))
 
 
 @dataclass(frozen=True)
