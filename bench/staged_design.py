@@ -19,13 +19,26 @@ with how many seeds.
     python bench/staged_design.py --draws 200           # tighter Monte Carlo intervals
     python bench/staged_design.py --spending t2 obrien-fleming linear --scales 1 0
         # the alpha-spending functions docs/claims.md compares, a line each, same studies
+    python bench/staged_design.py --null 100
+        # each claim at each condition's least favourable null (that condition at its
+        # boundary, the others clearly true): false holds per condition, 100 studies each
+
+    python bench/staged_design.py --oracle 25
+        # the futility oracle's cost at the paper's effects (docs/claims.md, "Why not 60%")
+
+--null simulates each condition apart (staged.null_holds): the claim held means that
+condition held at the claim's levels at some look, counted without stopping for failure or
+futility (both only remove holds), so each rate is an upper bound on the claim's there.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from initmem.analysis import sequential, staged
 from initmem.analysis.claims import read_claims
@@ -89,6 +102,59 @@ def compare(staging: staged.Staging, names: list[str], scales: list[float], draw
     return "\n".join(lines)
 
 
+def null_table(staging: staged.Staging, draws: int) -> tuple[str, float, tuple[float, float]]:
+    """A Markdown line per claim and condition at the condition's boundary: its truths and
+    its false holds with their Monte Carlo interval; and the worst rate, with its."""
+    lines = ["| claim | condition at its boundary | truths there | false holds % [95% MC] |",
+             "| --- | --- | --- | --- |"]
+    worst, worst_ci = -1.0, (0.0, 1.0)
+    for cells in staging.claims:
+        if not cells.complete:
+            lines.append(f"| `{cells.claim['id']}` | - | not run by this config | - |")
+            continue
+        for i, text in enumerate(cells.claim["holds"]):
+            held, of = staged.null_holds(cells, text, draws, seed=i)
+            low, high = staged.interval(held, of)
+            truths = ", ".join(f"{name} {value:g}" for name, value in
+                               staged.boundary_truths(cells.claim, text).items())
+            lines.append(f"| `{cells.claim['id']}` | `{text}` | {truths} | "
+                         f"{100 * held / of:.1f} [{100 * low:.1f}, {100 * high:.1f}] of {of} |")
+            if held / of > worst:
+                worst, worst_ci = held / of, (low, high)
+    return "\n".join(lines), worst, worst_ci
+
+
+def oracle_look(cells: staged.ClaimCells, drawn: dict) -> int:
+    """The look (0-based) at which an oracle that knows the fixed design's verdict stops a
+    claim: the first where the fixed design's own 5% test on the seeds so far reaches that
+    verdict (no price for looking several times), or the first look where the fixed design
+    decides nothing (a perfect futility rule)."""
+    final = staged.fixed_claim(cells, drawn)
+    if final not in sequential.DECIDED:
+        return 0
+    return next(look for look in range(len(staged.LOOKS)) if sequential.decide(
+        cells.claim, staged.values_at(cells, drawn, look), [], (1.0,),
+        cells.seeds_max()).kind == final)
+
+
+def oracle_hours(staging: staged.Staging, draws: int, seed: int = 0) -> np.ndarray:
+    """Device-hours per simulated study at the paper's effects (the studies `simulated`
+    draws at scale 1 with this seed) when every claim stops at its oracle look; a claim
+    not simulated stays open to the end, as there."""
+    rng, hours = np.random.default_rng(seed), []
+    for _ in range(draws):
+        open_at = [set() for _ in staged.LOOKS]
+        for cells in staging.claims:
+            truth, last = staged.truths(cells.claim, 1.0), len(staged.LOOKS) - 1
+            if truth is not None and cells.complete:
+                last = oracle_look(cells, staged.draw_values(cells.claim, truth,
+                                                             cells.seeds_max(), rng))
+            for look in range(last + 1):
+                open_at[look].add(cells.claim["id"])
+        hours.append(sum(staging.look_hours(open_at)))
+    return np.array(hours)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("config/gpu_first.yaml"))
@@ -98,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spending", nargs="+", choices=sequential.SPENDING,
                         help="compare these alpha-spending functions instead (the rule's "
                              "is t2), a line each")
+    parser.add_argument("--oracle", type=int, metavar="DRAWS",
+                        help="instead, the futility oracle's device-hours at the paper's "
+                             "effects over DRAWS simulated studies")
+    parser.add_argument("--null", type=int, metavar="DRAWS",
+                        help="instead, each condition's least favourable null, DRAWS "
+                             "simulated studies each")
     args = parser.parse_args(argv)
     if 1.0 not in args.scales:
         parser.error(f"--scales {args.scales} must include 1 (the paper's effects, which "
@@ -108,6 +180,20 @@ def main(argv: list[str] | None = None) -> int:
           "studies per scale\n")
     if args.spending:
         print(compare(staging, args.spending, args.scales, args.draws))
+        return 0
+    if args.oracle:
+        hours, fixed = oracle_hours(staging, args.oracle), staging.fixed_hours()
+        error = 1.96 * hours.std(ddof=1) / math.sqrt(len(hours))
+        print(f"futility oracle at the paper's effects, {len(hours)} studies: {hours.mean():.0f}"
+              f" +- {error:.0f} GPU-h (95% MC), {hours.mean() / fixed:.0%} +- "
+              f"{error / fixed:.0%} of the fixed design's {fixed:.0f}")
+        return 0
+    if args.null:
+        table, worst, (low, high) = null_table(staging, args.null)
+        print(table)
+        print(f"\nworst false-hold rate at a least favourable null: {worst:.1%} [{low:.1%}, "
+              f"{high:.1%}]: {'within' if low <= NOMINAL else 'NOT within'} {NOMINAL:.0%} "
+              "at its Monte Carlo error")
         return 0
     runs = simulated(staging, args.scales, args.draws)
     table = staged.summary(staging, runs)

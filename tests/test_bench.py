@@ -10,10 +10,13 @@ import random
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from initmem.analysis import staged
 from initmem.plan import cost
+from initmem.plan.grid import load_config
 from initmem.training.models import train_flops_per_image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,3 +235,19 @@ def test_staged_design_targets_say_met_or_not():
         "the same studies",
         "expected GPU-hours at most 60% of the fixed design's at the paper's effects: met (55%)",
         "max GPU-hours at most 110% of the fixed design's at the paper's effects: met (102%)"]
+
+
+def test_the_futility_oracle_costs_between_the_first_look_and_every_look():
+    """The SGD b = 16 delta claim of config/gpu_first.yaml at the paper's 10 pp: the oracle
+    stops it where the fixed design's 5% test first holds it, never after the last look."""
+    claim = {"id": "remembers", "cells": {"sgd": {"family": "main", "optimizer": "sgd",
+                                                  "b": 16}},
+             "values": {"delta": {"stat": "delta", "cell": "sgd"}},
+             "holds": ["delta >> 0"], "paper": {"delta": 10.0}}
+    staging = staged.Staging.of(load_config(ROOT / "config" / "gpu_first.yaml"), [claim])
+    most = staging.max_hours()
+    hours = staged_design.oracle_hours(staging, 4)
+    assert ((hours >= most[0] - 1e-9) & (hours <= sum(most) + 1e-9)).all()
+    cells = staging.claims[0]
+    large = {"delta": np.full(15, 10.0) + np.random.default_rng(0).standard_normal(15)}
+    assert staged_design.oracle_look(cells, large) == 0

@@ -396,6 +396,24 @@ def test_cli_writes_every_output_and_marks_disagreeing_archives_not_robust(tmp_p
     assert (values["ci_low"] <= values["estimate"]).all()
 
 
+def test_cli_without_an_output_file_prints_the_claims_table(tmp_path, capsys):
+    runs_table([*sweep("sgd", 16, 80, 20, noise=noise(0, 0.5)),
+                *sweep("adam", 16, 80, 1, noise=noise(1, 0.5))]).to_parquet(tmp_path / "a.parquet")
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [claim(gates={})]}))
+    assert main(["claims", "--runs", str(tmp_path / "a.parquet"), "--claims", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| claim | paper |") and "| `sgd_beats_adam` (" in out
+    assert sorted(tmp_path.iterdir()) == sorted([tmp_path / "a.parquet", path])
+
+
+def test_a_delta_whose_seeds_pair_is_marked_paired():
+    frame = runs_table([*sweep("sgd", 16, 80, 20, noise=noise(0, 0.5))])
+    assert claims.delta_of(frame).paired
+    unpaired = frame[~((frame["sigma_w"] == 0.1) & (frame["seed"] == frame["seed"].min()))]
+    assert not claims.delta_of(unpaired).paired
+
+
 def test_the_paper_claims_judge_a_runs_table_without_error(tmp_path):
     runs = runs_table([*sweep("sgd", 128, 80, 20), *sweep("adam", 128, 80, 1)])
     table = claims.judge_all(claims.read_claims(CLAIMS), runs, None)

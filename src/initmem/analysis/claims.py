@@ -185,7 +185,8 @@ def delta_of(configuration: pd.DataFrame) -> Estimate:
     values, seeds = _by_sigma(configuration, TEST_VALUE, (0.1, 2.5))
     low, high = values[0.1], values[2.5]
     if sorted(seeds[0.1]) == sorted(seeds[2.5]):
-        return inference.mean(low[np.argsort(seeds[0.1])] - high[np.argsort(seeds[2.5])])
+        differences = low[np.argsort(seeds[0.1])] - high[np.argsort(seeds[2.5])]
+        return replace(inference.mean(differences), paired=True)
     return inference.combine([(1.0, inference.mean(low)), (-1.0, inference.mean(high))])
 
 
@@ -292,6 +293,13 @@ class Condition:
 
 def _terms(text: str, sign: float) -> list[tuple[float, str]]:
     return [(-sign if s == "-" else sign, t) for s, t in TERM.findall(text)]
+
+
+def condition_names(text: str) -> list[str]:
+    """The values a condition reads (its named terms, either side)."""
+    match = CONDITION.match(text)
+    return [t for _, t in _terms(match["lhs"], 1.0) + _terms(match["rhs"], -1.0)
+            if not _is_number(t)]
 
 
 def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, float],
@@ -458,7 +466,8 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
                           dict.fromkeys(v["cell"] for v in claim["values"].values())])
     judged.size = magnitude.statement(claim.get("paper", {}), values, compared,
                                       metrics.recipe_keys(), claim.get("paper_accuracy"),
-                                      judged.label, _shown)
+                                      judged.label, _shown,
+                                      {n: spec["stat"] for n, spec in claim["values"].items()})
     failed = [g for g in checked if g.passed is False]
     if failed:
         verdict = make("out of regime", "The paper's presuppositions do not hold here: "
@@ -652,15 +661,19 @@ def judge_sources(claims: list[dict[str, Any]], sources: list[Source]
     return table, first
 
 
-def write_claims(sources: list[Source], claims_path: str | Path, out_csv: str | Path,
-                 out_tex: str | Path, out_md: str | Path | None = None,
+def write_claims(sources: list[Source], claims_path: str | Path,
+                 out_csv: str | Path | None = None, out_tex: str | Path | None = None,
+                 out_md: str | Path | None = None,
                  out_values: str | Path | None = None) -> pd.DataFrame:
+    """The claims judged on `sources`, written to each output named (none: nothing)."""
     table, verdicts = judge_sources(read_claims(claims_path), sources)
     for path in filter(None, (out_csv, out_tex, out_md, out_values)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
-    synthetic = any(generated(s.runs).any() for s in sources)
-    Path(out_tex).write_text(render_tex(table, synthetic))
+    if out_csv is not None:
+        table[[c for c in [*DISPLAY, "robustness"] if c in table]].to_csv(out_csv, index=False)
+    if out_tex is not None:
+        synthetic = any(generated(s.runs).any() for s in sources)
+        Path(out_tex).write_text(render_tex(table, synthetic))
     if out_md is not None:
         Path(out_md).write_text(render_markdown(table))
     if out_values is not None:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from initmem import checkout
 from initmem.analysis import design, metrics, sequential, staged
-from initmem.analysis.claims import VERDICTS, Source, read_claims, write_claims
+from initmem.analysis.claims import VERDICTS, Source, read_claims, render_markdown, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
 from initmem.plan import cost
@@ -91,8 +91,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
                              "default %(default)s)")
-    parser.add_argument("--out-csv", help="one row per claim (claims.csv); --plan without "
-                        "--out-csv or --out-md prints its table to the terminal")
+    parser.add_argument("--out-csv", help="one row per claim (claims.csv); without --out-csv, "
+                        "--out-tex, --out-md or --out-values the claims (or --plan's) table "
+                        "is printed to the terminal")
     parser.add_argument("--out-tex", help="the claims table (claims.tex)")
     parser.add_argument("--out-md", help="also as a Markdown table (for a README)")
     parser.add_argument("--out-values", help="every value with its 95%% interval (CSV)")
@@ -101,14 +102,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.plan:
         return plan(args)
-    if args.out_csv is None:
-        raise InputError("--out-csv is required (one row per claim), but with --plan")
+    if (args.staged or args.look is not None) and args.out_csv is None:
+        raise InputError(f"--{'staged' if args.staged else 'look'} needs --out-csv (one row "
+                         "per claim)")
     if args.staged:
         return replay(args)
     if args.look is not None:
         return judge_look(args)
-    if args.out_tex is None:
-        raise InputError("--out-tex is required (the PDF's claims table)")
     if not args.runs and not args.archive:
         raise InputError("nothing to judge: give --runs (aggregated runs tables) or "
                          "--archive with --config")
@@ -116,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--archive needs --config, the config the archives were made from")
     table = write_claims(read_sources(args), args.claims, args.out_csv, args.out_tex,
                          args.out_md, args.out_values)
+    if not any((args.out_csv, args.out_tex, args.out_md, args.out_values)):
+        print(render_markdown(table))  # nothing to write: the table on the screen
     print(tally(table["verdict"], VERDICTS, "claims"))
     return 0
 

@@ -57,6 +57,7 @@ class Estimate:
     df: float = math.inf
     k: int = 0
     paired: bool = False
+    by_sigma: tuple[float, ...] = ()
 
     @property
     def se(self) -> float:
@@ -122,13 +123,14 @@ def spread(values: dict[float, np.ndarray], seeds: dict[float, np.ndarray]) -> E
         residual = (table - table.mean(1, keepdims=True) - table.mean(0, keepdims=True)
                     + table.mean())
         df = (len(sigmas) - 1) * (table.shape[1] - 1)
-        sigma = math.sqrt(float((residual ** 2).sum()) / df)
+        rows = (residual ** 2).sum(1) * len(sigmas) / df
     else:
         df = sum(n - 1 for n in sizes)
-        squares = sum(float(((values[s] - values[s].mean()) ** 2).sum()) for s in sigmas)
-        sigma = math.sqrt(squares / df) if df else math.nan
+        rows = np.array([float(((values[s] - values[s].mean()) ** 2).sum()) for s in sigmas])
+        rows = rows * len(sigmas) / df if df else np.full(len(sigmas), math.nan)
+    sigma = math.sqrt(float(rows.mean()))
     return Estimate(float(means.max() - means.min()), "spread", sigma, min(sizes), df,
-                    len(sigmas), paired)
+                    len(sigmas), paired, tuple(float(math.sqrt(r)) for r in rows))
 
 
 def mean(values: np.ndarray) -> Estimate:

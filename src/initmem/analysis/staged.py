@@ -80,6 +80,13 @@ class ClaimCells:
         """Every run of the claim's cells by this look."""
         return set().union(*(self._by(c, look)["run_id"] for c in self.runs))
 
+    def _looks(self, look: int) -> tuple[list[int], list[int]]:
+        """Its distinct looks up to this one (where its compared cells gained runs) and
+        their compared cells' runs then."""
+        seen = [sum(len(self._by(c, j)) for c in self.compared) for j in range(look + 1)]
+        distinct = [j for j in range(look + 1) if j == 0 or seen[j] > seen[j - 1]]
+        return distinct, [seen[j] for j in distinct]
+
     def fractions(self, look: int) -> tuple[float, ...]:
         """Its information fractions at its distinct looks up to this one: its compared
         cells' runs then over their runs at the last look (a claim whose cells the config
@@ -87,9 +94,13 @@ class ClaimCells:
         total = sum(len(self.runs[c]) for c in self.compared)
         if total == 0:
             return (1.0,)
-        seen = [sum(len(self._by(c, j)) for c in self.compared) / total
-                for j in range(look + 1)]
-        return tuple(sorted(set(seen)))
+        return tuple(runs / total for runs in self._looks(look)[1])
+
+    def seeds_by_look(self, look: int) -> dict[str, tuple[int, ...]]:
+        """Each value's seeds at its distinct looks up to this one (aligned with
+        `fractions`): what its looks' levels are calibrated on."""
+        return {name: tuple(self.seeds_at(spec["cell"], j) for j in self._looks(look)[0])
+                for name, spec in self.claim["values"].items()}
 
     def compared_seeds(self, look: int) -> int:
         """The seeds of its compared cells by this look, summed."""
@@ -239,7 +250,7 @@ def run_claim(cells: ClaimCells, drawn: dict[str, np.ndarray],
     for look in range(len(LOOKS)):
         decision = sequential.decide(cells.claim, values_at(cells, drawn, look), [],
                                      cells.fractions(look), cells.seeds_max(),
-                                     spending=spending)
+                                     spending=spending, seeds=cells.seeds_by_look(look))
         if decision.kind != "continue":
             return decision.kind, look
     raise AssertionError("the last look always decides")  # fractions end at 1
@@ -303,6 +314,45 @@ def simulate(staging: Staging, scale: float, draws: int, seed: int = 0,
                 open_at[look].add(cells.claim["id"])
         hours.append(staging.look_hours(open_at))
     return Simulated(scale, pd.DataFrame(rows), np.array(hours))
+
+
+def boundary_truths(claim: dict[str, Any], text: str) -> dict[str, float]:
+    """Each value's truth with condition `text` at its boundary, the least favourable null
+    for holding it: its values at 0 (a spread: equal means, the most bias) but the first,
+    moved so that the condition's quantity equals its threshold (an equivalence: its
+    margin); the claim's other values at the paper's (0 where it gives none)."""
+    truth = {name: claim.get("paper", {}).get(name, 0.0) for name in claim["values"]}
+    exact = {name: inference.exact(0.0) for name in claim["values"]}
+    condition = judge.test_condition(text, exact, {}, 1 - inference.ALPHA)
+    target = condition.threshold + (condition.offset if condition.op == "~" else 0.0)
+    (first_c, first), *rest = condition.terms
+    truth |= {name: 0.0 for _, name in rest}
+    truth[first] = target / first_c
+    return truth
+
+
+def ever_holds(cells: ClaimCells, drawn: dict[str, np.ndarray]) -> bool:
+    """Whether the claim holds at some look of a drawn study, were it never stopped for
+    failing or futility (both only remove holds: an upper bound on its false holds)."""
+    for look in range(len(LOOKS)):
+        values = values_at(cells, drawn, look)
+        level = sequential.claim_levels(cells.claim, values, cells.seeds_by_look(look),
+                                        cells.fractions(look))[-1]
+        if sequential.verdict(sequential.tested(cells.claim, values, level), level) == "holds":
+            return True
+    return False
+
+
+def null_holds(cells: ClaimCells, text: str, draws: int, seed: int = 0) -> tuple[int, int]:
+    """(false holds, studies): the claim at condition `text`'s boundary with its other
+    conditions clearly true (so holding it is holding `text` at the claim's levels: the
+    claim reduced to `text`, whose levels are no smaller than the claim's), over `draws`
+    simulated staged studies."""
+    alone = ClaimCells({**cells.claim, "holds": [text]}, cells.runs, cells.compared)
+    truth, rng = boundary_truths(cells.claim, text), np.random.default_rng(seed)
+    held = sum(ever_holds(alone, draw_values(alone.claim, truth, alone.seeds_max(), rng))
+               for _ in range(draws))
+    return held, draws
 
 
 def interval(count: int, trials: int) -> tuple[float, float]:
@@ -437,7 +487,8 @@ def decide_at(cells: ClaimCells, look: int, recorded: pd.DataFrame,
     seen = recorded[recorded["run_id"].isin(cells.run_ids(look))]
     _, values, missing, checked = judge.observe(cells.claim, seen, epochs)
     decision = sequential.decide(cells.claim, values, [g for g in checked if g.passed is False],
-                                 cells.fractions(look), cells.seeds_max(), missing)
+                                 cells.fractions(look), cells.seeds_max(), missing,
+                                 seeds=cells.seeds_by_look(look))
     return decision, set(seen["run_id"])
 
 
