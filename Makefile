@@ -36,7 +36,7 @@ prerequisites:
 
 venv: $(VENV)/.installed
 
-# requirements.lock: every package of the environment (147, the dependencies of the 15 pins
+# requirements.lock: every package of the environment (148, the dependencies of the 14 pins
 # and of the dev, keras and tensorboard extras), each at one version with the SHA-256 of
 # every file the index has for it, for Linux, macOS and Windows alike (docs/setup.md, The
 # lock). `make lock` makes it again after a pin in pyproject.toml changes; `make venv`
