@@ -326,7 +326,8 @@ def _restore(fault: str, target: Target | None) -> None:
     """The cluster as it was for the next row: both nodes up, no job left."""
     if target is not None and fault == "node-cut-off":
         cut_off(target.node, up=True)
-    subprocess.run(["scancel", "--full", *[j for j, in squeue("-o", "%i")]], check=False)
+    if jobs := [j for j, in squeue("-o", "%i")]:
+        subprocess.run(["scancel", "--full", *jobs], check=False)
     if target is not None and fault in ("node-killed", "node-cut-off"):
         local_slurm("start", "--nodes", "2")
 
