@@ -349,8 +349,9 @@ def test_a_stop_signal_checkpoints_and_exits_with_its_status(
 def test_a_job_of_two_packs_preempted_in_the_second_costs_the_first_nothing(
         uninterrupted, tmp_path):
     """`initmem train A B` trains A, then B, in one process. Preempted in B, it exits for
-    a retry with A's final checkpoint kept, so the retry rewrites A's records (which the
-    workflow deletes with a failed job's outputs) from it, without training A again."""
+    a retry with A's final checkpoint kept, so the retry rewrites A's records (deleted
+    here; the workflow keeps a failed job's outputs since issue 47, but a user may delete
+    a damaged record) from it, without training A again."""
     other = Pack(RECIPE, (Run(RECIPE, 1.0, 2),))
     specs, out = [tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out"
     PACK.dump(specs[0])
