@@ -81,7 +81,7 @@ PAPER_PDF = "results/paper/paper.pdf"
 
 
 # A run is finished exactly when its summary exists (written after its history). Only
-# unfinished runs' summaries are outputs of a rule (training.smk): Snakemake compiles a
+# unfinished runs' summaries are training outputs (train.smk), as Snakemake compiles a
 # regular expression for each declared output it tests a requested file against (0.44 ms
 # each under cProfile: 7.5 of 24 s of a dry run over the paper's 8,325 runs), and a file no
 # rule declares is one Snakemake never deletes.
@@ -98,7 +98,7 @@ UNFINISHED = {
 }
 # Training jobs: execution.packs_per_job packs to a job, balanced by their estimated
 # seconds (priorities and SLURM time limits: train.smk). Every job of the config gets a
-# rule, finished or not: a SLURM job's own Snakemake parses the workflow again, maybe
+# rule, finished or not, since a SLURM job's own Snakemake parses the workflow again, maybe
 # after another trainer finished its runs (a requeue, a node cut off, a restarted sweep),
 # and must find the same rule under the same name (docs/records.md, "One trainer a pack").
 PACK_SECONDS = {
