@@ -129,9 +129,9 @@ def same_training(a: Path, b: Path) -> bool:
 class Watch(threading.Thread):
     """Every 20 ms: the summaries there, and any that, once there, disappeared."""
 
-    def __init__(self, runs: Path, paths: list[Path]):
+    def __init__(self, paths: list[Path]):
         super().__init__(daemon=True)
-        self.runs, self.paths = runs, paths
+        self.paths = paths
         self.seen: set[Path] = set()
         self.vanished: set[Path] = set()
         self.done = threading.Event()
@@ -253,7 +253,7 @@ def inject(fault: str, phase: str, where: Path, reference: Path, env: dict[str, 
     packs = grid.make_packs(grid.load_config(checkout / "config" / "sweep.yaml"))
     summaries = [checkout / "results" / "runs" / r.run_dir / "summary.parquet"
                  for p in packs.values() for r in p.runs]
-    cluster, watch = Cluster(checkout, packs), Watch(checkout / "results" / "runs", summaries)
+    cluster, watch = Cluster(checkout, packs), Watch(summaries)
     watch.start()
     start = time.monotonic()
     proc = sweep(checkout, env, AGGREGATE, background=True)

@@ -101,7 +101,7 @@ def test_a_sweep_restarted_while_its_jobs_run_waits_for_them(tmp_path):
     pids = {heartbeat.read(p)["pid"] for p in root.glob(f"*{heartbeat.SUFFIX}")}
     unlock = snakemake(work, config, "--unlock")
     assert unlock.returncode == 0, unlock.stderr
-    watch = Watch(work / "results" / "runs", summaries_of(work, config))
+    watch = Watch(summaries_of(work, config))
     watch.start()
     again = snakemake_background(work, config, "results/aggregate/runs.parquet")
     out, err = again.communicate(timeout=900)
