@@ -57,6 +57,9 @@ class ClaimCells:
     claim: dict[str, Any]
     runs: dict[str, pd.DataFrame]
     compared: list[str] = field(default_factory=list)
+    # (cell, look) -> its runs by then: asked millions of times by a simulation
+    _runs_by: dict[tuple[str, int], pd.DataFrame] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, claim: dict[str, Any], runs: dict[str, pd.DataFrame]) -> ClaimCells:
@@ -69,8 +72,11 @@ class ClaimCells:
         return all(not self.runs[c].empty for c in self.compared)
 
     def _by(self, cell: str, look: int) -> pd.DataFrame:
-        frame = self.runs[cell]
-        return frame[frame["order"] < [seeds_at(n, look) for n in frame["of"]]]
+        if (cell, look) not in self._runs_by:
+            frame = self.runs[cell]
+            self._runs_by[cell, look] = frame[
+                frame["order"] < [seeds_at(n, look) for n in frame["of"]]]
+        return self._runs_by[cell, look]
 
     def seeds_at(self, cell: str, look: int) -> int:
         """The most seeds any configuration of the cell has run by this look."""
