@@ -27,7 +27,7 @@ CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(call quote,$(CONFIG)) \
 	$(if $(ARCHIVE),--config archive=$(call quote,$(ARCHIVE)))
 
-.PHONY: prerequisites venv lock data demo laptop report slurm-profile test test-slow lint clean
+.PHONY: prerequisites venv lock data demo laptop report report-unlocked archived-config slurm-profile test test-slow lint clean
 
 # Python 3.11 and TeX, checked in a second before anything is built or trained (installed
 # with apt-get where we are root; otherwise the message names the command to run).
@@ -97,16 +97,25 @@ laptop: venv
 	cp results/figures/fig1.png results/laptop/fig1.png
 
 # Builds what the report shows (training the demo first if `make demo` has not), then the
-# report itself: one self-contained HTML file.
-report: venv $(if $(ARCHIVE),$(ARCHIVED_CONFIG))
+# report itself: one self-contained HTML file. The whole recipe holds results/report/.lock
+# (a second `make report` is refused at once): its two Snakemake calls read the archived
+# config, which another `make report ARCHIVE=...` would otherwise rewrite between them.
+report: venv
+	@mkdir -p $(dir $(ARCHIVED_CONFIG))
+	@$(BIN)/initmem report locked $(dir $(ARCHIVED_CONFIG)).lock -- \
+		$(MAKE) --no-print-directory report-unlocked
+
+report-unlocked: $(if $(ARCHIVE),archived-config)
 	@$(OWNS_RESULTS) $(call quote,$(CONFIG))
 	$(BIN)/snakemake report_files --cores $(CORES) $(REPORT_FLAGS)
 	$(BIN)/snakemake --report $(REPORT) report_files $(REPORT_FLAGS)
 	@echo "open $(REPORT) in a browser"
 
-$(ARCHIVED_CONFIG): $(ARCHIVE)
-	mkdir -p $(@D)
-	$(BIN)/python -m initmem archive config $(call quote,$(ARCHIVE)) --out $(call quote,$@)
+# Written afresh each time (phony): the archive named may be older than the last one's.
+archived-config:
+	mkdir -p $(call quote,$(dir $(ARCHIVED_CONFIG)))
+	$(BIN)/python -m initmem archive config $(call quote,$(ARCHIVE)) \
+		--out $(call quote,$(ARCHIVED_CONFIG))
 
 # Once per user on a SLURM cluster: the named profile, so `snakemake --profile slurm all`
 # works as typed (FORCE=1 replaces a different profile already there).

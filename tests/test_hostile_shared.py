@@ -3,21 +3,26 @@ crafted against the code: links, FIFOs, absurd values, terminal escapes. Each is
 or read as no trainer's, in one line, without hanging, following a link or writing
 outside the folder."""
 
+import io
 import json
 import math
 import os
+from contextlib import redirect_stdout
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from fakes import write_fake_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_resume import PACK, deadline
 
 from initmem import cli
 from initmem.analysis import status
 from initmem.errors import InputError
 from initmem.markup import terminal
-from initmem.records import heartbeat
-from initmem.records.verify import DAMAGED, verify_run
+from initmem.records import archive, heartbeat
+from initmem.records.verify import DAMAGED, verify_folders, verify_run
 from initmem.untrusted import read_bytes
 
 
@@ -145,3 +150,38 @@ def test_a_record_file_that_is_no_regular_file_is_damage_not_a_hang(tmp_path, pl
         finding, _ = verify_run(tmp_path, run)
     says = "a FIFO, not a regular file" if plant == "fifo" else "a symbolic link"
     assert finding.state == DAMAGED and says in finding.detail, finding
+
+
+@pytest.mark.parametrize("plant", ["link-out", "loop"])
+def test_a_run_folder_that_leads_out_is_damage_and_a_stray_one_says_so(tmp_path, root, plant):
+    """A run's folder (or any folder under the records) that is a link out of them, or a
+    loop of links: the run is damaged, never read there (another folder's records would
+    pass as its own), and verify ends in time; a linked folder no run has is never entered
+    (rglob's "**" does not follow links)."""
+    run = PACK.runs[0]
+    elsewhere = tmp_path / "elsewhere"
+    write_fake_run(elsewhere, run)
+    folder = root / run.run_dir
+    folder.parent.mkdir(parents=True)
+    if plant == "loop":
+        folder.symlink_to(folder)
+    else:
+        folder.symlink_to(elsewhere / run.run_dir)
+        (root / "stray").symlink_to(elsewhere / run.run_dir)
+    with deadline(10):
+        findings = verify_folders(root, [run])
+    assert findings[0].state == DAMAGED and "a link out of the records folder" in \
+        findings[0].detail, findings
+    assert findings[1:] == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=4))
+def test_an_archives_config_prints_inert_whatever_its_strings(strings):
+    """`initmem archive config A` with no --out prints a stranger's config on the screen:
+    YAML's emitter escapes every control and bidi character ("\\e", "\\u202E")."""
+    crafted = {"notes": strings, "families": {"\x1b]52;c;aGk=\x07": {"b": "\u202e\r"}}}
+    with (patch.object(archive, "read_manifest", return_value={"config": crafted}),
+          redirect_stdout(io.StringIO()) as out):
+        assert cli.main(["archive", "config", "crafted.tar"]) == 0
+    assert all(line.isprintable() for line in out.getvalue().splitlines()), out.getvalue()

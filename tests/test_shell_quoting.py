@@ -65,7 +65,7 @@ def test_make_reads_an_archive_with_a_hostile_name_running_nothing(tmp_path):
     venv = Path(sys.executable).parent.parent
     done = subprocess.run(["make", "-f", str(ROOT / "Makefile"), f"VENV={venv}",
                            "ARCHIVED_CONFIG=archived.yaml",
-                           "ARCHIVE=r$$(touch$${IFS}MARK).tar", "archived.yaml"],
+                           "ARCHIVE=r$$(touch$${IFS}MARK).tar", "archived-config"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load((tmp_path / "archived.yaml").read_text())["from_archive"] is True

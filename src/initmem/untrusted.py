@@ -41,6 +41,15 @@ def _open(path: Path, flags: int, what: str, error: type[InputError], mode: int 
     return fd
 
 
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path`, its links followed, stays inside `root` (a folder under root may be
+    a link out of it, or a loop of links, which is not inside either)."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):  # a loop: RuntimeError before Python 3.13
+        return False
+
+
 def read_bytes(path: str | Path, limit: int, what: str,
                error: type[InputError] = InputError) -> bytes:
     """The bytes of the regular file at `path`, at most `limit` of them; `error` (naming

@@ -15,21 +15,27 @@ The workflow's report rules call it as
     initmem report csv FILE.csv --title TITLE --marks marks.json --out FILE.html
     initmem report front results/figures/fig1.png --out front.rst
     initmem report check report.html --screenshot shot.png --expect NAME ...
+    initmem report locked results/report/.lock -- make report-unlocked
+        # `make report`'s whole recipe under one lock: a second `make report` is refused
+        # before it rewrites the archived config the first one's Snakemake calls read
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import html
 import json
 import math
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from initmem import checkout
+from initmem import checkout, untrusted
 from initmem.analysis import status as sweep
 from initmem.analysis.tables import build
 from initmem.errors import InputError
@@ -269,9 +275,35 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     check.add_argument("report", type=Path)
     check.add_argument("--screenshot", type=Path, required=True)
     check.add_argument("--expect", nargs="+", default=[], help="file names it must list")
+    locked = sub.add_parser("locked", help="run a command holding a lock file, refused "
+                            "while another holds it (`make report`'s recipe)")
+    locked.add_argument("lock", type=Path)
+    locked.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARG ...")
+
+
+def run_locked(lock: Path, command: list[str]) -> int:
+    """`command`'s exit status, run while this process holds `lock` (flock, released when
+    it ends, however it ends); InputError at once when another process holds it."""
+    command = command[1:] if command[:1] == ["--"] else command
+    if not command:
+        raise InputError(f"report locked {lock}: no command to run (-- COMMAND ARG ...)")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = untrusted.open_lock(lock)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError(f"{lock}: held by another `make report` in this folder; wait for "
+                         "it to end (two at once would mix their archives' configs)") from None
+    try:
+        return subprocess.run(command, check=False).returncode
+    finally:
+        os.close(fd)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.action == "locked":
+        return run_locked(args.lock, args.command)
     if args.action == "check":
         return browser.main(args)
     if args.action == "front":

@@ -95,7 +95,7 @@ from initmem import __version__
 from initmem.errors import InputError, naming
 from initmem.plan.schema import schema
 from initmem.plan.spec import LATER_FIELDS, Recipe, Run
-from initmem.untrusted import read_bytes
+from initmem.untrusted import inside, read_bytes
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
 SCHEMA_VERSION = 4
@@ -558,10 +558,10 @@ def record_folder(root: str | Path, row: Mapping[str, Any], where: str) -> Path:
     (`run_of`) and the folder resolves inside root (no link under root leads out)."""
     root = Path(root)
     folder = root / run_of(row, where).run_dir
-    if not folder.resolve().is_relative_to(root.resolve()):
-        raise RecordError(f"{where}: run {row['run_id']}'s folder {folder} resolves to "
-                          f"{folder.resolve()}, outside {root}; records are written inside "
-                          "the output folder only")
+    if not inside(folder, root):
+        raise RecordError(f"{where}: run {row['run_id']}'s folder {folder} leads outside "
+                          f"{root} (a link); records are written inside the output folder "
+                          "only")
     return folder
 
 

@@ -30,9 +30,12 @@ from initmem.records import environment
 from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
 from initmem.records.archive import read_archive, read_environment
 from initmem.records.files import RecordError, read_records
+from initmem.untrusted import inside
 from initmem.vocabulary import MISSING
 
 GOOD, DAMAGED, STALE = "good", "damaged", "stale"  # and MISSING: no record, as everywhere
+LEADS_OUT = ("a link out of the records folder (or a loop of links); initmem writes records "
+             "inside it only")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def verify_folders(root: str | Path, runs: list[Run]) -> list[Finding]:
     root = Path(root)
     findings = [verify_run(root, run)[0] for run in runs]
     expected = {run.run_dir for run in runs}
-    for summary in sorted(root.rglob("summary.parquet")):
+    for summary in sorted(root.rglob("summary.parquet")):  # "**" never enters a link
         folder = summary.parent.relative_to(root).as_posix()
         if folder not in expected:
             findings.append(Finding(STALE, folder, "not a run of the config"))
@@ -59,6 +62,8 @@ def verify_folders(root: str | Path, runs: list[Run]) -> list[Finding]:
 def verify_run(root: Path, run: Run) -> tuple[Finding, pd.DataFrame | None]:
     """The run's finding, with its summary when it reads (`initmem status`'s outcomes)."""
     folder = root / run.run_dir
+    if not inside(folder, root):  # read there, another folder's records would pass as its
+        return Finding(DAMAGED, run.run_id, f"{folder}: {LEADS_OUT}"), None
     if not (folder / "summary.parquet").exists():
         return Finding(MISSING, run.run_id, f"no {folder / 'summary.parquet'}"), None
     try:
