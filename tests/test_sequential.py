@@ -404,15 +404,22 @@ def test_status_shows_the_look_and_what_each_open_claim_waits_for(tmp_path):
     before = status.render(status.sweep_status(*args))
     assert "staged: look 1 of 5 training (no look decided yet)" in before
     assert "872 runs" in before and "look1-main" not in before  # counted by recipe
+    # per look (issue 51): its state, its runs trained and its device-hours against plan
+    assert "  look 1: training; 0 of 268 runs trained, 0.00 device-hours of 108.44 " \
+        "planned\n  look 2: waits for look 1's decisions\n" in before
     (tmp_path / "looks").mkdir()
-    pd.DataFrame([{"id": "remembers", "decision": "holds", "look": 1, "runs": 15,
-                   "waits": "", "reason": ""},
-                  {"id": "forgets", "decision": "continue", "look": 1, "runs": 30,
-                   "waits": "look 2: adam 10 seeds", "reason": ""}]
+    pd.DataFrame([{"id": "sgd_interpolates_yet_remembers_b16", "decision": "holds",
+                   "look": 1, "runs": 15, "waits": "", "reason": ""},
+                  {"id": "adaptive_forget_b128", "decision": "continue", "look": 1,
+                   "runs": 30, "waits": "look 2: adam 10 seeds", "reason": ""}]
                  ).to_csv(tmp_path / "looks" / "look1.csv", index=False)
     after = status.render(status.sweep_status(*args))
     assert "staged: look 1 of 5 decided: 1 holds, 1 continue" in after
-    assert "forgets waits for look 2: adam 10 seeds" in after
+    assert re.search(r"  look 1: decided; 0 of 268 runs trained, 0.00 device-hours of "
+                     r"108.44 planned\n  look 2: training; 0 of (\d+) runs trained, 0.00 "
+                     r"device-hours of [\d.]+ planned\n  look 3: waits for look 2's "
+                     r"decisions\n", after), after
+    assert "adaptive_forget_b128 waits for look 2: adam 10 seeds" in after
 
 
 def test_a_look_keeps_earlier_decisions_and_says_what_an_open_claim_waits_for(tmp_path):
@@ -499,6 +506,10 @@ def test_a_look_that_leaves_a_claim_open_schedules_exactly_its_next_seeds(tmp_pa
         run = staging.runs[run_id]
         write_fake_run(runs_root, run, offset=-0.04 * run.sigma_w + 0.02 * rng.standard_normal(),
                        clocks=1e-3)
+    first = len(staging.wanted(0, every))
+    text = status.render(status.sweep_status(config, runs_root, None,
+                                             ROOT / "paper" / "published", CLAIMS))
+    assert f"  look 1: deciding; {first} of {first} runs trained" in text, text
     done = snakemake(tmp_path, config, "results/looks/look1.csv")
     assert done.returncode == 0, done.stdout + done.stderr
     look1 = pd.read_csv(tmp_path / "results" / "looks" / "look1.csv").set_index("id")
@@ -520,3 +531,5 @@ def test_a_look_that_leaves_a_claim_open_schedules_exactly_its_next_seeds(tmp_pa
                                              ROOT / "paper" / "published", CLAIMS))
     assert "staged: look 1 of 5 decided: 1 continue, 15 not run" in text
     assert "sgd_interpolates_yet_remembers_b16 waits for look 2: sgd 3 seeds" in text
+    assert f"  look 1: decided; {first} of {first} runs trained" in text, text
+    assert "  look 2: training; 0 of 5 runs trained, 0.00 device-hours of " in text, text

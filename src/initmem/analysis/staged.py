@@ -575,18 +575,52 @@ def study_packs(config: dict[str, Any], claims_path: str | Path) -> dict[str, Pa
     return Staging.of(config, judge.read_claims(claims_path)).packs()
 
 
-def looks_text(folder: Path) -> str:
-    """Where a staged study stands (`initmem status`): its last decided look, and what each
-    claim still open waits for."""
+def looks_text(staging: Staging, folder: Path, recorded: set[str],
+               spent: dict[str, float]) -> str:
+    """Where a staged study stands (`initmem status`): its last decided look, each look's
+    state (`look_lines`), and what each claim still open waits for. `recorded`: the run
+    ids with good records; `spent`: device-seconds by pack id."""
     files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
     if not files:
-        return f"staged: look 1 of {len(LOOKS)} training (no look decided yet)"
+        return "\n".join([f"staged: look 1 of {len(LOOKS)} training (no look decided yet)",
+                          *look_lines(staging, folder, recorded, spent)])
     table = pd.read_csv(files[-1], keep_default_na=False)
     counts = table["decision"].value_counts()
     lines = [f"staged: look {files[-1].stem.removeprefix('look')} of {len(LOOKS)} decided: "
-             + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts)]
+             + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts),
+             *look_lines(staging, folder, recorded, spent)]
     waiting = table[table["decision"] == "continue"]
     lines += [f"  {r['id']} waits for {r['waits']}" for r in waiting.to_dict("records")]
     if waiting.empty:
         lines.append("  every claim is decided: no more seeds to train")
     return "\n".join(lines)
+
+
+def look_lines(staging: Staging, folder: Path, recorded: set[str],
+               spent: dict[str, float]) -> list[str]:
+    """A line per look, in order, until one waits: training (some of its runs without
+    records), deciding (all recorded, its decisions not written), decided (with what it
+    decided), or not needed (every claim decided before it); its runs trained of those the
+    claims open at it add, and the device-hours its packs spent against the plan of those
+    runs (`Staging.hours`, initmem cost's model)."""
+    lines, done = [], set()
+    for look in range(1, len(LOOKS) + 1):
+        previous = folder / f"look{look - 1}.csv"
+        if look > 1 and not previous.exists():
+            lines.append(f"  look {look}: waits for look {look - 1}'s decisions")
+            break
+        open_ids = ({c.claim["id"] for c in staging.claims} if look == 1
+                    else open_claims(previous))
+        if not open_ids:
+            lines.append(f"  look {look}: not needed (every claim decided by look {look - 1})")
+            break
+        wanted = staging.wanted(look - 1, open_ids)
+        new, done = wanted - done, done | wanted
+        decided = folder / f"look{look}.csv"
+        state = ("decided" if decided.exists() else
+                 "deciding" if new <= recorded else "training")
+        hours = sum(s for pack_id, s in spent.items()
+                    if pack_id.startswith(f"look{look}-")) / 3600
+        lines.append(f"  look {look}: {state}; {len(new & recorded)} of {len(new)} runs "
+                     f"trained, {hours:.2f} device-hours of {staging.hours(new):.2f} planned")
+    return lines

@@ -8,8 +8,10 @@ Every run of the config is counted once, per family and recipe x b, as
                 crashed, preempted, interrupted): a rerun resumes it from its checkpoint
     queued      no records, no trainer: not started
 A staged study (config `staged`) counts the packs of all its looks (runs of looks it
-never needs stay queued), and says which look was decided last and what each claim still
-open waits for (the looks' decisions, results/looks beside the records).
+never needs stay queued), and says which look was decided last, each look's state
+(training, deciding, decided, not needed, or waiting for the one before) with its runs
+trained and its device-hours against the plan of the runs it trains, and what each claim
+still open waits for (the looks' decisions, results/looks beside the records).
 Trainers come from the heartbeats beside the checkpoints (records.heartbeat): each with
 its state and why, pack, epoch of its total, last beat, host and projected finish; a
 live one on this host with no Snakemake above it is an orphan (its Snakemake was killed).
@@ -39,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from initmem import checkout
+from initmem.analysis import claims as judge
 from initmem.analysis import staged
 from initmem.markup import terminal
 from initmem.plan import cost
-from initmem.plan.grid import load_config
+from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import Pack
 from initmem.records import cluster, heartbeat
 from initmem.records.verify import DAMAGED, GOOD, verify_run
@@ -98,14 +101,16 @@ def sweep_status(config_path: str | Path, records: str | Path,
     config = load_config(config_path)
     records = Path(records)
     root = Path(checkpoints) if checkpoints else records / ".checkpoints"
-    packs = staged.study_packs(config, claims)
+    staging = (staged.Staging.of(config, judge.read_claims(claims)) if config["staged"]
+               else None)
+    packs = staging.packs() if staging else make_packs(config)
     beats = {pack_id: b for pack_id, pack in packs.items()
              if (b := heartbeat.read(heartbeat.path_of(root, pack))) is not None}
     now, slurm = time.time(), cluster.Snapshot()
     verdicts = {pack_id: heartbeat.state(b, now, slurm=slurm) for pack_id, b in beats.items()}
-    rows, walls, finished = [], {}, []
+    rows, walls, finished, recorded = [], {}, [], set()
     for pack_id, pack in packs.items():
-        states, run_walls = _run_states(pack, records, verdicts.get(pack_id))
+        states, run_walls = _run_states(pack, records, verdicts.get(pack_id), recorded)
         rows.append({"family": pack.recipe.family, "recipe_id": pack.recipe.recipe_id,
                      "b": pack.recipe.b, **states})
         walls[pack_id] = max(run_walls, default=0.0)
@@ -120,16 +125,17 @@ def sweep_status(config_path: str | Path, records: str | Path,
                                           execution["compaction"])
                for pack_id, pack in packs.items()}  # as the workflow's PACK_SECONDS
     hours, eta = _projection(seconds, walls, finished, trainers, now)
-    looks = staged.looks_text(records.parent / "looks") if config["staged"] else ""
+    looks = (staged.looks_text(staging, records.parent / "looks", recorded,
+                               _spent_by_pack(walls, trainers)) if staging else "")
     return SweepStatus(str(config_path), now, _merge(rows), _sum(rows), trainers, hours, eta,
                        slurm_jobs(cost.training_jobs(seconds, execution["packs_per_job"])),
                        looks)
 
 
-def _run_states(pack: Pack, records: Path,
-                verdict: heartbeat.Verdict | None) -> tuple[Counter, list[float]]:
+def _run_states(pack: Pack, records: Path, verdict: heartbeat.Verdict | None,
+                recorded: set[str]) -> tuple[Counter, list[float]]:
     """The pack's runs counted by state (`verdict`: its trainer's heartbeat, if any), and
-    the wall times of its finished ones."""
+    the wall times of its finished ones; the ids of those added to `recorded`."""
     counts, walls = Counter({s: 0 for s in STATES}), []
     pending = QUEUED
     if verdict is not None:
@@ -137,6 +143,7 @@ def _run_states(pack: Pack, records: Path,
     for run in pack.runs:
         finding, summary = verify_run(records, run)
         if finding.state == GOOD:
+            recorded.add(run.run_id)
             counts[summary["status"].iloc[0]] += 1
             walls.append(float(summary["wall_time_s"].iloc[0]))
         else:
@@ -206,15 +213,20 @@ def _orphan(beat: dict[str, Any]) -> bool:
     return True
 
 
+def _spent_by_pack(walls: dict[str, float], trainers: list[Trainer]) -> dict[str, float]:
+    """Device-seconds each pack spent: a running trainer's elapsed time, else its finished
+    runs' longest wall time (as `_projection` counts them)."""
+    running = {t.pack_id: t.elapsed_s for t in trainers if t.state in HOLDING}
+    return walls | running
+
+
 def _projection(seconds: dict[str, float], walls: dict[str, float], finished: list[str],
                 trainers: list[Trainer], now: float) -> tuple[dict[str, float], float | None]:
     """Device-hours spent and projected (pack id -> projected seconds, and wall seconds of
     its finished runs); what remains at the pace so far (the finished packs' walls and the
     running ones' elapsed time against the projection of what they trained); the ETA."""
     running = [t for t in trainers if t.state in HOLDING]
-    held = {t.pack_id for t in running}  # their elapsed time counts, not their runs' walls
-    spent = (sum(w for pack_id, w in walls.items() if pack_id not in held)
-             + sum(t.elapsed_s for t in running))
+    spent = sum(_spent_by_pack(walls, trainers).values())
     trained = (sum(seconds[p] for p in finished)
                + sum(seconds.get(t.pack_id, 0.0) * t.done for t in running))
     measured = sum(walls[p] for p in finished) + sum(t.elapsed_s for t in running)
