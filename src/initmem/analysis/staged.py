@@ -581,14 +581,15 @@ def looks_text(staging: Staging, folder: Path, recorded: set[str],
     state (`look_lines`), and what each claim still open waits for. `recorded`: the run
     ids with good records; `spent`: device-seconds by pack id."""
     files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
+    each = look_lines(staging, folder, recorded, spent)
     if not files:
         return "\n".join([f"staged: look 1 of {len(LOOKS)} training (no look decided yet)",
-                          *look_lines(staging, folder, recorded, spent)])
+                          *each])
     table = pd.read_csv(files[-1], keep_default_na=False)
     counts = table["decision"].value_counts()
     lines = [f"staged: look {files[-1].stem.removeprefix('look')} of {len(LOOKS)} decided: "
              + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts),
-             *look_lines(staging, folder, recorded, spent)]
+             *each]
     waiting = table[table["decision"] == "continue"]
     lines += [f"  {r['id']} waits for {r['waits']}" for r in waiting.to_dict("records")]
     if waiting.empty:
