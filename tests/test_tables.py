@@ -248,3 +248,23 @@ def test_tables_2_to_7_need_runs(tmp_path):
 
     with pytest.raises(InputError, match="pass --runs"):
         write_table(2, None, CONFIG, tmp_path / "t2.tex")
+
+
+@pytest.mark.parametrize("name", ["lion", "laptop"])
+def test_tables_2_and_3_show_only_the_planned_rows_a_rule_between_batch_sizes(name):
+    """A config of three optimizers at one b (lion) or of an excluded pair (laptop: no
+    AdamW at b = 128): one row per planned (b, optimizer), in the config's optimizer
+    order, a rule exactly where b changes; no `??` row for a cell it never planned."""
+    from initmem.records import synthetic
+
+    config = load_config(Path(__file__).parents[1] / "config" / f"{name}.yaml")
+    runs, _ = synthetic.generate(config)
+    planned = tables.rows.planned_rows(config)
+    for number in (2, 3):
+        tex = render(number, runs, config)
+        body = tex[tex.index(r"\midrule") + len(r"\midrule"):tex.index(r"\bottomrule")]
+        groups = [body_rows(part) for part in body.split(r"\midrule")]
+        assert [[int(row[0]) for row in group] for group in groups] == [
+            [b for b, _ in planned if b == first]
+            for first in dict.fromkeys(b for b, _ in planned)]
+        assert cells.NO_DATA not in tex

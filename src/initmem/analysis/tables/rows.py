@@ -25,7 +25,6 @@ from initmem.vocabulary import CELL_KEY, CONFIG_LABELS
 from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
 
-MAIN_B = (16, 32, 64, 128, 256)
 PM = r"{\pm}"
 
 
@@ -98,20 +97,31 @@ CHECKPOINT_COLUMNS = (  # column, unit, digits, event, signed
     ("val_acc_last", "frac", 3, False, False), ("repair_gap", "frac", 3, True, True))
 
 
+def planned_rows(config: dict) -> list[tuple[int, str]]:
+    """(b, optimizer) of the ResNet-9 recipes the config's main grid plans, by b, then in
+    the order of its `optimizers`: a table shows no row for a cell it never planned."""
+    planned = {(run.recipe.b, run.recipe.optimizer) for run in family_runs(config, "main")
+               if run.recipe.arch == "resnet9"} if "main" in config["families"] else set()
+    return [(b, opt) for b in sorted({b for b, _ in planned})
+            for opt in main_optimizers(config) if (b, opt) in planned]
+
+
 def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
     sheet, rows, used, labels = Sheet(table), [], [], tex_labels(config)
-    for b in MAIN_B:
-        for opt in main_optimizers(config):
-            frame = select(runs, family="main", arch="resnet9", optimizer=opt, b=b,
-                         sigma_w=sigma_w)
-            used.append(frame)
-            key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
-            cells = [sheet.put(measure_cell(frame, col, sheet.key(metric=col, **key), unit,
-                                            event=event), digits=digits, sign=signed)
-                     for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
-            rows.append({"b": b, "optimizer": labels[opt], "cells": cells})
+    planned = planned_rows(config)
+    for i, (b, opt) in enumerate(planned):
+        frame = select(runs, family="main", arch="resnet9", optimizer=opt, b=b,
+                       sigma_w=sigma_w)
+        used.append(frame)
+        key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
+        cells = [sheet.put(measure_cell(frame, col, sheet.key(metric=col, **key), unit,
+                                        event=event), digits=digits, sign=signed)
+                 for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
+        rows.append({"b": b, "optimizer": labels[opt], "cells": cells,
+                     # a rule between batch sizes: one group of rows per b planned
+                     "rule_after": i + 1 < len(planned) and planned[i + 1][0] != b})
     context = {"sigma_w": f"{sigma_w:g}", "rows": rows, "seeds": sheet.seeds(),
-               "last_epoch": epochs_label(pd.concat(used))}
+               "last_epoch": epochs_label(pd.concat(used)) if used else "?"}
     return context, sheet.cells, sheet.texts
 
 
