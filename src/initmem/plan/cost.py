@@ -79,7 +79,7 @@ SECONDS_PER_IMAGE = {a.name: a.gpu_seconds_per_image for a in ARCHITECTURES.valu
 LAYERS = {a.name: a.layers for a in ARCHITECTURES.values()}
 STEP_OVERHEAD_S = 3e-3  # launches and bookkeeping of one ResNet-9 update: dominates at b = 16
 EVAL_IMAGES = 20_000  # validation + test, per run and epoch, without eval_subset
-EVAL_BATCH = 1000  # train.EVAL_BATCH["cuda"] (not imported: it would pull in torch)
+EVAL_BATCH = 1000  # training.trainer.EVAL_BATCH["cuda"] (not imported: it pulls in torch)
 SAFETY = 1.5
 CONFIRM_ABOVE_GPU_HOURS = 1.0  # a local launch without GPU beyond this needs confirming
 BENCH_COLUMNS = ("arch", "b", "N", "width", "packed_s_per_step", "sequential_s_per_step")

@@ -2,5 +2,9 @@
 
 `files` (the per-run history and summary format, sealed with checksums) -> `aggregate`
 (runs.parquet, epochs.parquet of a config's expected runs) and `archive` (every record in
-one file); `synthetic` generates plausible fake records for tests and demos.
+one file, with the `environment` it was packed in); `verify` says which runs' records are
+good, missing, damaged or stale; `tensorboard` writes records as event files; `synthetic`
+generates plausible fake records for tests and demos. Watching a sweep while it trains:
+`heartbeat` (a trainer's pulse and its pack lock) and `cluster` (one SLURM snapshot),
+which `initmem status` (analysis.status) reads.
 """
