@@ -81,10 +81,10 @@ PAPER_PDF = "results/paper/paper.pdf"
 
 
 # A run is finished exactly when its summary exists (written after its history). Only
-# unfinished runs' summaries are training outputs (train.smk), as Snakemake compiles a
-# regular expression for each declared output it tests a requested file against (0.44 ms
-# each under cProfile: 7.5 of 24 s of a dry run over the paper's 8,325 runs), and a file no
-# rule declares is one Snakemake never deletes.
+# unfinished runs' summaries are training outputs (train.smk): Snakemake tests a requested
+# file against every declared output by regular expression, which is most of a dry run's
+# time over the paper's runs (docs/performance.md), and a file no rule declares is one
+# Snakemake never deletes.
 SUMMARIES = {
     pack_id: [f"results/runs/{run.run_dir}/summary.parquet" for run in pack.runs]
     for pack_id, pack in PACKS.items()
