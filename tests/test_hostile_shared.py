@@ -153,7 +153,8 @@ def test_a_record_file_that_is_no_regular_file_is_damage_not_a_hang(tmp_path, pl
 
 
 @pytest.mark.parametrize("plant", ["link-out", "loop"])
-def test_a_run_folder_that_leads_out_is_damage_and_a_stray_one_says_so(tmp_path, root, plant):
+def test_a_run_folder_leading_out_is_damage_a_linked_stray_never_entered(tmp_path, root,
+                                                                         plant):
     """A run's folder (or any folder under the records) that is a link out of them, or a
     loop of links: the run is damaged, never read there (another folder's records would
     pass as its own), and verify ends in time; a linked folder no run has is never entered

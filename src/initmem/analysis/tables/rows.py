@@ -103,7 +103,7 @@ def planned_rows(config: dict) -> list[tuple[int, str]]:
     planned = {(run.recipe.b, run.recipe.optimizer) for run in family_runs(config, "main")
                if run.recipe.arch == "resnet9"} if "main" in config["families"] else set()
     return [(b, opt) for b in sorted({b for b, _ in planned})
-            for opt in main_optimizers(config) if (b, opt) in planned]
+            for opt in config["optimizers"] if (b, opt) in planned]
 
 
 def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
