@@ -316,6 +316,17 @@ def test_a_cell_of_several_configurations_runs_each_ones_seeds_in_looks():
     assert cells.seeds_max()["spread_low"] == 15
 
 
+def test_a_claim_whose_cells_the_config_lacks_costs_only_the_first_look():
+    """The workflow decides it "not run" at look 1; the plan's simulation must not price
+    its planned cells' later seeds (config/laptop_staged.yaml: sgd_clock_threshold's
+    low-clock cell is planned, its high-clock one is not)."""
+    claim = next(c for c in read_claims(CLAIMS) if c["id"] == "sgd_clock_threshold")
+    staging = staged.Staging.of(load_config(ROOT / "config" / "laptop_staged.yaml"), [claim])
+    assert not staging.claims[0].complete
+    hours = staged.simulate(staging, 1.0, 2).hours
+    assert (hours[:, 0] > 0).all() and (hours[:, 1:] == 0).all()
+
+
 def test_the_summary_table_gives_rates_with_intervals_and_hours_beside_the_fixed():
     staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     table = staged.summary(staging, [staged.simulate(staging, s, 6, seed=3) for s in (1.0, 0.0)])

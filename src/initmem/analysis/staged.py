@@ -300,16 +300,16 @@ class Simulated:
 def simulate(staging: Staging, scale: float, draws: int, seed: int = 0,
              spending: sequential.Spending = sequential.spent) -> Simulated:
     """The staged study at effects `scale` times the paper's, its looks' levels spent by
-    `spending`; a claim that cannot be simulated (no paper value of one of its values) or
-    whose cells the config lacks stays open to the end (its cost counted, its errors
-    not)."""
+    `spending`; a claim whose cells the config lacks is decided at the first look, as the
+    workflow decides it ("not run"), and one that cannot be simulated (no paper value of
+    one of its values) stays open to the end (its cost counted, its errors not)."""
     rng = np.random.default_rng(seed)
     rows, hours = [], []
     for draw in range(draws):
         open_at = [set() for _ in LOOKS]
         for cells in staging.claims:
             truth = truths(cells.claim, scale)
-            last = len(LOOKS) - 1
+            last = len(LOOKS) - 1 if cells.complete else 0
             if truth is not None and cells.complete:
                 drawn = draw_values(cells.claim, truth, cells.seeds_max(), rng)
                 kind, last = run_claim(cells, drawn, spending)
