@@ -100,9 +100,11 @@ laptop: venv
 # report itself: one self-contained HTML file. The whole recipe holds results/report/.lock
 # (a second `make report` is refused at once): its two Snakemake calls read the archived
 # config, which another `make report ARCHIVE=...` would otherwise rewrite between them.
+# A dry run (make -n report) takes no lock: it runs only the sub-make, which prints.
+DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 report: venv
 	@mkdir -p $(dir $(ARCHIVED_CONFIG))
-	@$(BIN)/initmem report locked $(dir $(ARCHIVED_CONFIG)).lock -- \
+	@$(if $(DRY_RUN),,$(BIN)/initmem report locked $(dir $(ARCHIVED_CONFIG)).lock --) \
 		$(MAKE) --no-print-directory report-unlocked
 
 report-unlocked: $(if $(ARCHIVE),archived-config)
