@@ -231,12 +231,15 @@ def read_spec(path: Path) -> None:
 
 @cache
 def archive_seed() -> dict[str, bytes]:
-    """The members of a good archive of the test config's fake runs."""
+    """The members of a good archive of the test config's fake runs, packed as a staged
+    study's (its asked-for runs listed: all of them), so that that member is fuzzed too."""
     with tempfile.TemporaryDirectory() as folder:
         config = grid.load_config(TEST_CONFIG)
-        for run in grid.expand_runs(config):
+        runs = grid.expand_runs(config)
+        for run in runs:
             write_fake_run(Path(folder) / "runs", run)
-        archive.pack(config, Path(folder) / "runs", Path(folder) / "runs.tar")
+        archive.pack(config, Path(folder) / "runs", Path(folder) / "runs.tar",
+                     asked="".join(f"{run.run_id}\n" for run in runs))
         with tarfile.open(Path(folder) / "runs.tar") as tar:
             return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
 
@@ -286,6 +289,7 @@ def read_whole_archive(path: Path) -> None:
     summaries.to_pandas(), histories.to_pandas()
     environment.describe(archive.read_environment(path))
     archive.read_manifest(path)
+    archive.archive_runs(grid.load_config(TEST_CONFIG), path)
 
 
 def record_inputs(name: str) -> st.SearchStrategy[bytes]:

@@ -56,6 +56,48 @@ def test_unpack_writes_the_same_record_files(tmp_path, config, records):
         pd.testing.assert_frame_equal(summary, summary0)
 
 
+def test_a_staged_studys_archive_expects_only_the_runs_its_looks_asked_for(
+        tmp_path, config, records, capsys):
+    """The first two runs asked for, one of them recorded... of the four planned: the other
+    two were never needed, so neither the archive nor the aggregate counts them missing."""
+    runs = grid.expand_runs(config)
+    listed = tmp_path / "look5.runs.txt"
+    listed.write_text(f"{runs[0].run_id}\n{runs[1].run_id}\n")
+    assert cli.main(["archive", "pack", "--config", str(TEST_CONFIG), "--records",
+                     str(records), "--expected", str(listed), "--out",
+                     str(tmp_path / "runs.tar")]) == 0
+    assert "2 of 2 expected runs" in capsys.readouterr().out
+    assert [r.run_id for r in archive.archive_runs(config, tmp_path / "runs.tar")] == [
+        runs[0].run_id, runs[1].run_id]
+    table, _ = aggregate.tables_from_archive(TEST_CONFIG, tmp_path / "runs.tar")
+    assert list(table["status"]) == ["completed", "completed"]
+    for source in (["--records", str(records), "--expected", str(listed)],
+                   ["--archive", str(tmp_path / "runs.tar")]):
+        assert cli.main(["aggregate", "--config", str(TEST_CONFIG), *source, "--runs",
+                         str(tmp_path / "r.parquet"), "--epochs",
+                         str(tmp_path / "e.parquet")]) == 0
+        assert "2 expected runs: 2 completed" in capsys.readouterr().out
+    # a fixed study's archive expects every run of its config
+    archive.pack(config, records, tmp_path / "fixed.tar")
+    assert archive.archive_runs(config, tmp_path / "fixed.tar") == runs
+
+
+def test_a_listed_run_id_the_config_lacks_is_an_error_naming_it(tmp_path, config, records,
+                                                                  capsys):
+    listed = tmp_path / "runs.txt"
+    listed.write_text("main:nothing-like-it\n")
+    assert cli.main(["aggregate", "--config", str(TEST_CONFIG), "--records", str(records),
+                     "--expected", str(listed), "--runs", str(tmp_path / "r.parquet"),
+                     "--epochs", str(tmp_path / "e.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "1 of its run ids are not runs of the config, the first 'main:nothing-like-it'" \
+        in err and not (tmp_path / "r.parquet").exists()
+    listed.unlink()
+    listed.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RecordError, match="list of run ids"):
+        archive.read_listed(listed)
+
+
 def sealed_manifest() -> dict:
     manifest = {"format": archive.FORMAT, "schema_version": 2, "sha256": {}}
     return {**manifest, "manifest_sha256": archive._manifest_digest(manifest)}

@@ -300,6 +300,20 @@ def test_a_look_trains_only_the_seeds_its_open_claims_add():
     assert staging.fixed_hours() <= sum(most) <= 1.1 * staging.fixed_hours()
 
 
+def test_the_runs_asked_for_are_those_of_the_looks_each_claim_was_open_at():
+    """The aggregate's expected runs of a staged study: a claim decided at look 2 asked
+    for its cell's first 6 seeds of 15; the runs no claim reads are asked for at look 1."""
+    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    decided = pd.DataFrame([{"id": "remembers", "decision": "holds", "look": 2}])
+    asked = staging.asked(decided)
+    cell = staging.claims[0].run_ids(1)
+    assert asked == cell | staging.unread() and cell <= asked
+    assert len({staging.runs[r].seed for r in cell}) == 6
+    assert staging.asked(decided.assign(look=1)) == staging.claims[0].run_ids(0) | \
+        staging.unread()
+    assert staging.asked(decided.assign(decision="continue", look=5)) == set(staging.runs)
+
+
 def test_a_cell_of_several_configurations_runs_each_ones_seeds_in_looks():
     """sgd_clock_threshold's cells read the 5,000-epoch runs (3 seeds) and the main grid's
     (15): look 1 trains 2 of the first's seeds, not the 3 a fifth of 15 would take."""

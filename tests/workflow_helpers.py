@@ -50,15 +50,24 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def scratch_checkout(where: Path, config: Path = PAPER_CONFIG, synthetic_demo: bool = False
-                     ) -> Path:
+def scratch_checkout(where: Path, config: Path = PAPER_CONFIG, synthetic_demo: bool = False,
+                     claims: str | None = None) -> Path:
     """A folder laid out as this checkout (its workflow, sources and configs linked), where
     the README's commands run as typed and write only there; `config` becomes its
     config.yaml. synthetic_demo: config/demo.yaml there reads generated images, since
-    tests may not need CIFAR-10."""
+    tests may not need CIFAR-10. claims: the text of its paper/claims.yaml (the rest of
+    paper/ linked), for a study judged on claims of its own."""
     where.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "workflow", "profiles", "src", "paper"):
+    for name in ("Snakefile", "workflow", "profiles", "src"):
         (where / name).symlink_to(ROOT / name)
+    if claims is None:
+        (where / "paper").symlink_to(ROOT / "paper")
+    else:
+        (where / "paper").mkdir()
+        for path in (ROOT / "paper").iterdir():
+            if path.name != "claims.yaml":
+                (where / "paper" / path.name).symlink_to(path)
+        (where / "paper" / "claims.yaml").write_text(claims)
     (where / "config.yaml").symlink_to(config)
     (where / "config").mkdir()
     for path in (ROOT / "config").glob("*.yaml"):

@@ -32,6 +32,7 @@ rule aggregate_runs:
     params:
         initmem=INITMEM,
         source=["--archive", ARCHIVE] if ARCHIVE else ["--records", "results/runs"],
+        expected=expected_flag(),
     shell:
         "{params.initmem} aggregate --config {input.config:q} {params.source:q} "
-        "--runs {output.runs:q} --epochs {output.epochs:q} > {log:q} 2>&1"
+        "{params.expected:q} --runs {output.runs:q} --epochs {output.epochs:q} > {log:q} 2>&1"

@@ -6,7 +6,7 @@ if not ARCHIVE:
     rule pack_archive:
         input:
             config=CONFIG_FILE,
-            records=summary_files(),
+            records=lambda wildcards: staged_records() if STAGING else summary_files(),
         output:
             ARCHIVE_FILE,
         log:
@@ -16,6 +16,7 @@ if not ARCHIVE:
             "../../envs/analysis.yaml"
         params:
             initmem=INITMEM,
+            expected=expected_flag(),
         shell:
             "{params.initmem} archive pack --config {input.config:q} "
-            "--records results/runs --out {output:q} > {log:q} 2>&1"
+            "--records results/runs {params.expected:q} --out {output:q} > {log:q} 2>&1"

@@ -2,18 +2,24 @@
 # look_<j> judges every claim on the runs trained by look j and writes its decisions
 # (results/looks/look<j>.csv). Look j + 1's runs are those the claims it leaves open add
 # (look_runs), so Snakemake trains them only once look j has decided, and trains nothing
-# more once every claim is decided. The aggregate reads every run the looks trained.
+# more once every claim is decided. The aggregate reads every run the looks trained, and
+# only those are expected of the study (results/looks/look<j>.runs.txt: the runs asked for
+# by look j; the config's others were never needed, so they are not missing).
 
 
 def look_file(j):
     return f"results/looks/look{j}.csv"
 
 
+def asked_file(j):
+    return f"results/looks/look{j}.runs.txt"
+
+
 def open_after(j):
     """The claims open after look j (every claim before the first)."""
     if j == 0:
         return {cells.claim["id"] for cells in STAGING.claims}
-    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output[0])
+    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output.decisions)
 
 
 def look_runs(j):
@@ -25,11 +31,16 @@ def look_runs(j):
 
 
 def staged_records():
-    """The aggregate's input in a staged study: the last look's decisions, and every run
-    the looks trained."""
+    """The aggregate's input in a staged study: the runs the looks asked for (after the
+    last look's decisions), and every run the looks trained."""
     last = len(staged.LOOKS)
     runs = set().union(*(look_runs(j) for j in range(1, last + 1)))
-    return [look_file(last), *sorted(runs)]
+    return [asked_file(last), *sorted(runs)]
+
+
+def expected_flag():
+    """The aggregate's and the archive's --expected: a staged study's asked-for runs."""
+    return ["--expected", asked_file(len(staged.LOOKS))] if STAGING else []
 
 
 for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
@@ -43,7 +54,8 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
             previous=[look_file(j - 1)] if j > 1 else [],
             summaries=lambda wildcards, j=j: look_runs(j),
         output:
-            look_file(j),
+            decisions=look_file(j),
+            runs=asked_file(j),
         log:
             f"logs/looks/look{j}.log",
         localrule: True
@@ -56,4 +68,4 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
         shell:
             "{params.initmem} claims --look {params.look:q} --config {input.config:q} "
             "--records results/runs {params.previous:q} --claims {input.claims:q} "
-            "--out-csv {output:q} > {log:q} 2>&1"
+            "--out-csv {output.decisions:q} --out-runs {output.runs:q} > {log:q} 2>&1"

@@ -48,6 +48,7 @@ def read_sources(args: argparse.Namespace) -> list[Source]:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem claims`."""
     parser.add_argument("--runs", action="append", default=[],
                         help="results/aggregate/runs.parquet (repeat for several studies)")
     parser.add_argument("--epochs", action="append",
@@ -87,6 +88,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--look: the run folders root (default %(default)s)")
     parser.add_argument("--previous", type=Path,
                         help="--look: the previous look's decisions (its --out-csv)")
+    parser.add_argument("--out-runs", type=Path,
+                        help="--look: the ids of the runs the looks asked for so far, one a "
+                             "line (the aggregate's expected runs of a staged study)")
     parser.add_argument("--draws", type=int, default=20,
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
@@ -100,6 +104,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem claims`: judge, plan, replay or decide a look, as its flags ask."""
     if args.plan:
         return plan(args)
     if (args.staged or args.look is not None) and args.out_csv is None:
@@ -154,6 +159,9 @@ def judge_look(args: argparse.Namespace) -> int:
     table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
+    if args.out_runs:
+        Path(args.out_runs).write_text("".join(f"{run_id}\n"
+                                               for run_id in sorted(staging.asked(table))))
     print(tally(table["decision"], sequential.DECISIONS, f"claims after look {args.look}"))
     return 0
 

@@ -69,6 +69,7 @@ class ClaimCells:
 
     @property
     def complete(self) -> bool:
+        """Whether the config plans every cell its values compare."""
         return all(not self.runs[c].empty for c in self.compared)
 
     def _by(self, cell: str, look: int) -> pd.DataFrame:
@@ -142,6 +143,7 @@ class Staging:
 
     @classmethod
     def of(cls, config: dict[str, Any], claims: list[dict[str, Any]]) -> Staging:
+        """The config's runs in looks for these claims (their cells' planned runs)."""
         runs = expand_runs(config)
         table = design.planned_runs(config)
         staged = [ClaimCells.of(claim, {name: judge.select_cell(table, spec)
@@ -160,6 +162,7 @@ class Staging:
         return self.priced[key]
 
     def fixed_hours(self) -> float:
+        """Device-hours of every run of the config: the fixed design's."""
         return self.hours(self.runs)
 
     def unread(self) -> set[str]:
@@ -194,7 +197,17 @@ class Staging:
             done |= wanted
         return packs
 
+    def asked(self, decisions: pd.DataFrame) -> set[str]:
+        """The runs the looks asked for by the last look of `decisions` (judge_look's
+        table): look i trains what the claims open at it add, and a claim decided at look
+        k was open at looks 1 to k. The rest of the config's runs are never needed."""
+        asked = self.wanted(0, set())  # the runs no claim reads, trained whole at look 1
+        for look in range(int(decisions["look"].max()) if len(decisions) else 0):
+            asked |= self.wanted(look, set(decisions.loc[decisions["look"] > look, "id"]))
+        return asked
+
     def max_hours(self) -> list[float]:
+        """Device-hours of each look when every claim stays open to the end."""
         every = {c.claim["id"] for c in self.claims}
         return self.look_hours([every] * len(LOOKS))
 
@@ -528,6 +541,7 @@ def _agree(fixed: str, staged_kind: str) -> bool:
 
 
 def render_replay(table: pd.DataFrame, used: int, recorded: int) -> str:
+    """The replay's table (replay) as Markdown, with the runs it would have trained."""
     lines = ["| claim | on every run | staged | at look | its runs by then (of all) |",
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| `{r['id']}` | {r['fixed']} | {r['staged']}"

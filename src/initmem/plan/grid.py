@@ -37,9 +37,9 @@ from initmem.plan.schema import (
 )
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
 
-__all__ = ["SCHEMA_PATH", "ConfigError", "archived", "expand_runs", "experiment_config",
-           "family_runs", "load_config", "make_packs", "pack_id", "sigma_values",
-           "validate_config"]
+__all__ = ["SCHEMA_PATH", "ConfigError", "archived", "asked_runs", "expand_runs",
+           "experiment_config", "family_runs", "load_config", "make_packs", "pack_id",
+           "sigma_values", "validate_config"]
 
 # from_archive: the config was read from a runs archive (`initmem archive config`), so its
 # display strings are data, rendered as text (initmem.plan.optimizers.display)
@@ -96,6 +96,16 @@ def archived(config: Any) -> dict[str, Any]:
 
 
 def _check_names(config: dict[str, Any]) -> None:
+    problems = _optimizer_problems(config)
+    for fam in config["families"]:
+        problems += _family_problems(config, fam)
+    problems += _sigma_set_problems(config)
+    if problems:
+        raise invalid(problems)
+
+
+def _optimizer_problems(config: dict[str, Any]) -> list[str]:
+    """An optimizer without a module, or a key its declaration already sets, differently."""
     problems = []
     for name, entry in config["optimizers"].items():
         if name not in OPTIMIZERS:
@@ -108,25 +118,32 @@ def _check_names(config: dict[str, Any]) -> None:
             if key in entry and entry[key] != declared:
                 problems.append(f"optimizers.{name}.{key}={entry[key]!r} is not allowed; "
                                 f"the optimizer's declaration says {declared!r} (drop the key)")
-    for fam, spec in config["families"].items():
-        refs = [("sigma_w", spec["sigma_w"], "sigma_sets"), ("seeds", spec["seeds"], "seed_sets")]
-        refs += [(f"seed_overrides[{i}].seeds", o["seeds"], "seed_sets")
-                 for i, o in enumerate(spec.get("seed_overrides", []))]
-        for key, value, table in refs:
-            if value not in config[table]:
-                problems.append(f"families.{fam}.{key}={value!r} is not allowed; it must "
-                                f"name one of {table}: {', '.join(config[table])}")
-        for where, fields in _optimizer_mentions(config, fam):
-            for opt in fields:
-                if opt not in config["optimizers"]:
-                    problems.append(f"{where}: optimizer={opt!r} is not allowed; it must be "
-                                    f"one of optimizers: {', '.join(config['optimizers'])}")
-    for name, sigma in config["sigma_sets"].items():
-        if isinstance(sigma, dict) and sigma["stop"] < sigma["start"]:
-            problems.append(f"sigma_sets.{name}: stop={sigma['stop']!r} is not allowed; "
-                            f"it must be >= start={sigma['start']!r}")
-    if problems:
-        raise invalid(problems)
+    return problems
+
+
+def _family_problems(config: dict[str, Any], fam: str) -> list[str]:
+    """A family's set names that name no set, and optimizers the config does not declare."""
+    spec, problems = config["families"][fam], []
+    refs = [("sigma_w", spec["sigma_w"], "sigma_sets"), ("seeds", spec["seeds"], "seed_sets")]
+    refs += [(f"seed_overrides[{i}].seeds", o["seeds"], "seed_sets")
+             for i, o in enumerate(spec.get("seed_overrides", []))]
+    for key, value, table in refs:
+        if value not in config[table]:
+            problems.append(f"families.{fam}.{key}={value!r} is not allowed; it must "
+                            f"name one of {table}: {', '.join(config[table])}")
+    for where, fields in _optimizer_mentions(config, fam):
+        for opt in fields:
+            if opt not in config["optimizers"]:
+                problems.append(f"{where}: optimizer={opt!r} is not allowed; it must be "
+                                f"one of optimizers: {', '.join(config['optimizers'])}")
+    return problems
+
+
+def _sigma_set_problems(config: dict[str, Any]) -> list[str]:
+    """A sigma_w range that ends before it starts."""
+    return [f"sigma_sets.{name}: stop={sigma['stop']!r} is not allowed; it must be >= "
+            f"start={sigma['start']!r}" for name, sigma in config["sigma_sets"].items()
+            if isinstance(sigma, dict) and sigma["stop"] < sigma["start"]]
 
 
 def _optimizer_mentions(config: dict[str, Any], fam: str) -> Iterator[tuple[str, list[str]]]:
@@ -153,6 +170,20 @@ def sigma_values(sigma_set: list[float] | dict[str, float]) -> list[float]:
 def expand_runs(config: dict[str, Any]) -> list[Run]:
     """Every run of the config, families in config order. Expects a validated config."""
     return [run for fam in config["families"] for run in family_runs(config, fam)]
+
+
+def asked_runs(runs: list[Run], listed: str, where: str, strict: bool = True) -> list[Run]:
+    """A staged study's expected runs: those of `runs` that `listed` names, one id a line
+    (the runs its looks asked for: `initmem claims --look ... --out-runs`); the others were
+    never needed, so they are not missing. strict: an id that is no run of `runs` is an
+    error naming it (else it is passed over: an archive read with another config)."""
+    ids = {line.strip() for line in listed.splitlines() if line.strip()}
+    unknown = sorted(ids - {run.run_id for run in runs})
+    if strict and unknown:
+        raise ConfigError(f"{where}: {len(unknown)} of its run ids are not runs of the "
+                          f"config, the first {unknown[0]!r}: it lists the runs a staged "
+                          "study's looks asked for (initmem claims --look ... --out-runs)")
+    return [run for run in runs if run.run_id in ids]
 
 
 def family_runs(config: dict[str, Any], fam: str) -> list[Run]:

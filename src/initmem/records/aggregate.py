@@ -27,13 +27,14 @@ import pyarrow.parquet as pq
 
 from initmem.plan.grid import (
     archived,
+    asked_runs,
     expand_runs,
     experiment_config,
     load_config,
     validate_config,
 )
 from initmem.plan.spec import Run
-from initmem.records.archive import read_archive, read_manifest
+from initmem.records.archive import archive_runs, read_archive, read_listed, read_manifest
 from initmem.records.files import (
     HISTORY_COLUMNS,
     OUTCOME_COLUMNS,
@@ -50,10 +51,12 @@ NULLABLE = {"int64": "Int64", "bool": "boolean"}
 
 
 def spec_columns() -> dict[str, str]:
+    """The columns of a summary record that say what was run (the rest are outcomes)."""
     return {c: t for c, t in summary_columns().items() if c not in OUTCOME_COLUMNS}
 
 
 def runs_columns() -> dict[str, str]:
+    """The runs table's columns: a summary's, its outcomes nullable (a missing run)."""
     return {c: NULLABLE.get(t, t) if c in OUTCOME_COLUMNS else t
             for c, t in summary_columns().items()}
 
@@ -129,6 +132,7 @@ def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:
 
 def write_tables(runs_table: pd.DataFrame, epochs: pa.Table, runs_out: str | Path,
                  epochs_out: str | Path) -> None:
+    """Write the runs table and the epochs table, making their folders."""
     for path in (runs_out, epochs_out):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     runs_table.to_parquet(runs_out, index=False)
@@ -136,17 +140,25 @@ def write_tables(runs_table: pd.DataFrame, epochs: pa.Table, runs_out: str | Pat
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem aggregate`."""
     parser.add_argument("--config", type=Path, required=True, help="the experiment config")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--records", type=Path, help="run folders root (results/runs)")
     source.add_argument("--archive", type=Path, help="a runs archive (initmem archive pack)")
     parser.add_argument("--runs", type=Path, required=True, help="runs.parquet to write")
     parser.add_argument("--epochs", type=Path, required=True, help="epochs.parquet to write")
+    parser.add_argument("--expected", type=Path,
+                        help="a staged study's asked-for run ids (results/looks/look5.runs."
+                             "txt): the only runs expected; the config's others were never "
+                             "needed")
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem aggregate`: the runs and epochs tables of a config's expected runs."""
     config = load_config(args.config)
-    runs = expand_runs(config)
+    runs = archive_runs(config, args.archive) if args.archive else expand_runs(config)
+    if args.expected:
+        runs = asked_runs(runs, read_listed(args.expected), str(args.expected))
     if args.archive:
         summaries, histories = _archive_records(config, args.archive)
     else:
@@ -173,7 +185,7 @@ def tables_from_archive(config_path: Path | None, archive: Path
     for the runs of `config_path` (None: the config the archive was made from)."""
     config = (validate_config(archived(read_manifest(archive)["config"])) if config_path is None
               else load_config(config_path))
-    table, epochs = aggregate(expand_runs(config), *_archive_records(config, archive))
+    table, epochs = aggregate(archive_runs(config, archive), *_archive_records(config, archive))
     return table, epochs.to_pandas()
 
 

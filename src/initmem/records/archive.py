@@ -38,10 +38,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
-from initmem import __version__
+from initmem import __version__, untrusted
 from initmem.errors import InputError
-from initmem.plan.grid import archived, expand_runs, experiment_config, load_config
+from initmem.plan.grid import archived, asked_runs, expand_runs, experiment_config, load_config
 from initmem.plan.inputs import parse_json
+from initmem.plan.spec import Run
 from initmem.records import environment
 from initmem.records.files import (
     HISTORY_COLUMNS,
@@ -72,13 +73,20 @@ FORMAT = "initmem-runs-archive"
 MIN_ROW_BYTES = 8
 
 
-def pack(config: dict[str, Any], records_root: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write the archive of the config's runs that have records; returns its manifest."""
+def pack(config: dict[str, Any], records_root: str | Path, out: str | Path,
+         asked: str | None = None) -> dict[str, Any]:
+    """Write the archive of the config's runs that have records; returns its manifest.
+    asked: a staged study's asked-for run ids (grid.asked_runs), its only expected runs,
+    kept in the archive (member ASKED) so that its readers expect those alone."""
     runs = expand_runs(config)
+    if asked is not None:
+        runs = asked_runs(runs, asked, "--expected")
     summaries, histories = read_folder_records(records_root, runs)
     tables = {"summary.parquet": _parquet_bytes(summaries),
               "history.parquet": _parquet_bytes(histories),
               environment.MEMBER: json.dumps(environment.current(), indent=1).encode()}
+    if asked is not None:
+        tables[ASKED] = "".join(f"{run.run_id}\n" for run in runs).encode()
     manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
                 "initmem_version": __version__, "runs": summaries.num_rows,
                 "expected_runs": len(runs), "config": experiment_config(config),
@@ -173,6 +181,7 @@ def _row_of(member: str, table: pa.Table) -> Where:
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The archive's manifest, checked (format, schema version, its own checksum)."""
     return _read(path)[0]
 
 
@@ -188,6 +197,38 @@ def read_environment(path: str | Path) -> dict[str, Any] | None:
         raise RecordError(f"{where} is damaged (its bytes do not match the manifest's "
                           "checksum); restore the archive from a good copy")
     return environment.checked(parse_json(data, where, environment.MAX_BYTES), where)
+
+
+def read_asked(path: str | Path) -> str | None:
+    """A staged study's asked-for run ids (pack's `asked`), checked; None for an archive
+    of a fixed study, which expects every run of its config."""
+    if ASKED not in read_manifest(path)["sha256"]:
+        return None
+    data = _read(path, ASKED)[1]
+    if _sha256(data) != read_manifest(path)["sha256"][ASKED]:
+        raise RecordError(f"{path}:{ASKED} is damaged (its bytes do not match the "
+                          "manifest's checksum); restore the archive from a good copy")
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}:{ASKED} is not a list of run ids (not ASCII text)") from None
+
+
+def read_listed(path: str | Path) -> str:
+    """The asked-for run ids the workflow wrote (results/looks/look<j>.runs.txt): a
+    regular file of ASCII text (a link, a FIFO or a larger file is refused, not followed)."""
+    data = untrusted.read_bytes(path, MAX_BYTES[ASKED], "a list of run ids", RecordError)
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not a list of run ids (not ASCII text)") from None
+
+
+def archive_runs(config: dict[str, Any], path: str | Path) -> list[Run]:
+    """The runs an archive is expected to hold for `config`: every run of the config, or
+    of a staged study's archive the runs its looks asked for."""
+    runs, asked = expand_runs(config), read_asked(path)
+    return runs if asked is None else asked_runs(runs, asked, f"{path}:{ASKED}", strict=False)
 
 
 def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
@@ -225,7 +266,9 @@ def _read(path: str | Path, *names: str) -> tuple[Any, ...]:
 
 # Members whose size is bounded before reading: the Parquet ones only by the archive's
 # own size (their rows are bounded before they are parsed), the JSON ones far tighter
-MAX_BYTES = {"manifest.json": 1024 * 1024, environment.MEMBER: environment.MAX_BYTES}
+ASKED = "asked_runs.txt"  # a staged study's expected runs (pack's `asked`)
+MAX_BYTES = {"manifest.json": 1024 * 1024, environment.MEMBER: environment.MAX_BYTES,
+             ASKED: 64 * 1024 * 1024}
 
 
 def _member(tar: tarfile.TarFile, path: str | Path, name: str, missing: str) -> bytes:
@@ -267,11 +310,15 @@ def unpack(path: str | Path, out_root: str | Path) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem archive` (pack, unpack, config)."""
     sub = parser.add_subparsers(dest="action", required=True)
     make = sub.add_parser("pack", help="archive the records of a config's runs")
     make.add_argument("--config", type=Path, required=True)
     make.add_argument("--records", type=Path, required=True, help="run folders root")
     make.add_argument("--out", type=Path, required=True, help="archive file to write")
+    make.add_argument("--expected", type=Path,
+                      help="a staged study's asked-for run ids (results/looks/look5.runs.txt)"
+                           ": its only expected runs")
     back = sub.add_parser("unpack", help="write an archive's runs back as record files")
     back.add_argument("archive", type=Path)
     back.add_argument("--out", type=Path, required=True, help="run folders root")
@@ -284,8 +331,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem archive`: pack a config's records, unpack them, or print its config."""
     if args.action == "pack":
-        manifest = pack(load_config(args.config), args.records, args.out)
+        manifest = pack(load_config(args.config), args.records, args.out,
+                        None if args.expected is None else read_listed(args.expected))
         print(f"{args.out}: {manifest['runs']} of {manifest['expected_runs']} expected runs")
     elif args.action == "unpack":
         print(f"{unpack(args.archive, args.out)} runs written under {args.out}")

@@ -17,6 +17,7 @@ expected run is good, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from initmem.plan.grid import expand_runs, load_config
 from initmem.plan.spec import Run
 from initmem.records import environment
 from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
-from initmem.records.archive import read_archive, read_environment
+from initmem.records.archive import archive_runs, read_archive, read_environment
 from initmem.records.files import RecordError, read_records
 from initmem.untrusted import inside
 from initmem.vocabulary import MISSING
@@ -99,6 +100,7 @@ def verify_archive(path: str | Path, runs: list[Run]) -> list[Finding]:
 
 
 def report(findings: list[Finding]) -> str:
+    """The findings in lines: each run not good, then the count of each state."""
     # one line per run whatever the detail quotes (arrow's messages can hold newlines),
     # as a terminal shows it (an archive's run ids are anyone's text)
     lines = [terminal(f"{f.state:<8} {f.where}: {' '.join(f.detail.split())}")
@@ -109,6 +111,7 @@ def report(findings: list[Finding]) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem verify`."""
     parser.add_argument("--config", type=Path, required=True, help="the experiment config")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--records", type=Path, help="run folders root (results/runs)")
@@ -116,7 +119,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    runs = expand_runs(load_config(args.config))
+    """`initmem verify`: each expected run's records good, missing, damaged or stale."""
+    config = load_config(args.config)
+    runs = expand_runs(config)
+    if args.archive:
+        with contextlib.suppress(RecordError):  # a damaged archive: verify_archive says so
+            runs = archive_runs(config, args.archive)
     findings = (verify_archive(args.archive, runs) if args.archive
                 else verify_folders(args.records, runs))
     print(report(findings))
