@@ -29,6 +29,7 @@ def pip_settings() -> dict[str, list[str]]:
 
 
 def uv_flags(settings: dict[str, list[str]]) -> list[str]:
+    """uv's flags for pip's index settings (its own names, one flag per value)."""
     flags = [f"{FLAGS[name]}={value}" for name, values in settings.items() for value in values]
     if settings.get("find-links") or settings.get("extra-index-url"):
         flags.append("--index-strategy=unsafe-best-match")  # pip's: the best match of all

@@ -1,3 +1,5 @@
+"""`python -m initmem`: the initmem command line."""
+
 import sys
 
 from initmem.cli import main

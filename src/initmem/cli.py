@@ -56,6 +56,8 @@ COMMANDS = {name: (f"initmem.{module}", text)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `initmem COMMAND ...` (`argv`, default sys.argv[1:]): the command's exit status, or
+    2 for bad input and 74 for a failed read or write, each said in one line."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="initmem", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

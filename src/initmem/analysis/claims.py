@@ -65,6 +65,7 @@ class NotJudged(Exception):
 
 @cache
 def schema() -> dict[str, Any]:
+    """The claims file's schema (claims.schema.yaml), read once."""
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
@@ -176,6 +177,7 @@ def _by_sigma(frame: pd.DataFrame, column: str, sigmas: tuple[float, ...]
 
 
 def spread_of(configuration: pd.DataFrame) -> Estimate:
+    """max - min over the five sigma_w of a configuration's seed-mean best test accuracy (pp)."""
     values, seeds = _by_sigma(configuration, TEST_VALUE, FIVE_SIGMAS)
     return inference.spread(values, seeds)
 
@@ -395,6 +397,7 @@ def gates_in_short(checked: list[gates.Gate]) -> str:
 
 @dataclass
 class Verdict:
+    """A claim judged on one runs table: its verdict, kind and reason, values, gates, conditions."""
     claim: dict[str, Any]
     verdict: str
     kind: str  # holds | fails | not run | out of regime | underpowered
@@ -407,6 +410,7 @@ class Verdict:
     size: tuple[str, str] = ("", "")  # magnitude against the paper's: word, sentence
 
     def row(self) -> dict[str, Any]:
+        """The verdict as a row of the claims table, with each value and its 95% interval."""
         paper = self.claim.get("paper", {})
         return {"id": self.claim["id"], "section": self.claim["section"],
                 "verdict": self.verdict, "kind": self.kind, "reason": self.reason,
@@ -422,6 +426,7 @@ class Verdict:
                 **{f"ci_high.{n}": e.interval()[1] for n, e in self.values.items()}}
 
     def label(self, name: str) -> str:
+        """A value's name in the table: its `label`, else its name with spaces."""
         return self.claim["values"].get(name, {}).get("label", name.replace("_", " "))
 
 
@@ -457,6 +462,9 @@ def observe(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | No
 
 def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame | None,
                 planning: tuple[float, float] = (math.nan, 0.0)) -> Verdict:
+    """A claim's verdict on these runs: not run when a value cannot be computed, out of regime
+    when a gate fails (quoting what its conditions alone would say), else its conditions'.
+    `planning` is the pooled seed noise (planning_sigma) that plans seeds when underpowered."""
     cells, values, missing, checked = observe(claim, runs, epochs)
     make = _maker(claim, values, checked)
     if missing:
@@ -571,6 +579,7 @@ def _refutation(condition: Condition, values: dict[str, Estimate], claim: dict[s
 
 def judge_all(claims: list[dict[str, Any]], runs: pd.DataFrame,
               epochs: pd.DataFrame | None) -> pd.DataFrame:
+    """Each claim's verdict on one runs table, as the claims table."""
     sigma = planning_sigma(runs)
     return pd.DataFrame([judge_claim(c, runs, epochs, sigma).row() for c in claims])
 
@@ -614,6 +623,7 @@ def value_rows(verdicts: list[Verdict]) -> pd.DataFrame:
 
 
 def render_tex(table: pd.DataFrame, synthetic: bool) -> str:
+    """The claims table as the paper's LaTeX table, marked when the runs are synthetic."""
     rows = table.to_dict("records")
     return environment().get_template("claims.tex.j2").render(
         rows=rows, synthetic=synthetic, synthetic_mark=SYNTHETIC_MARK,

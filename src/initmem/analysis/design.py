@@ -92,6 +92,7 @@ class Study:
 
     @classmethod
     def of(cls, runs: list[Run], execution: dict[str, Any]) -> Study:
+        """The study of these runs, packed and priced as `execution` says."""
         return cls(_planned(runs), list(pack_runs(runs, execution["pack_size"]).values()),
                    cost.throughput(execution))
 
@@ -119,6 +120,8 @@ class Study:
 
 @dataclass
 class ClaimPlan:
+    """What a config can do with one claim: the compared cells it lacks, the clock and BatchNorm
+    obstacles, the seeds each cell runs against those it needs, and the device-hours."""
     claim: dict[str, Any]
     missing: list[str]
     clock: list[gates.Gate]
@@ -130,6 +133,7 @@ class ClaimPlan:
 
     @property
     def outcome(self) -> str:
+        """The plan in words: not in the config, out of regime, or one of OUTCOMES, with why."""
         out = [g for g in self.clock if g.passed is False]
         obstacles = "; ".join([*(f"{g.cell}: {g.detail}" for g in out), *self.batchnorm])
         if self.missing:
@@ -153,10 +157,12 @@ class ClaimPlan:
                 "seen after training)")
 
     def seeds_text(self) -> str:
+        """Each compared cell's seeds, run of needed ('>200': no count up to 200 is enough)."""
         return "; ".join(f"{c}: {h} of {'>200' if n is None else n}"
                          for c, (h, n) in self.seeds.items()) or "seeds: unplanned"
 
     def row(self) -> dict[str, Any]:
+        """The claim's row of the plan table."""
         return {"id": self.claim["id"], "plan": self.outcome,
                 "clock": "; ".join(g.text() for g in self.clock),
                 "batchnorm": "; ".join(self.batchnorm) or "enough updates",
@@ -249,6 +255,7 @@ def plan_table(claims: list[dict[str, Any]], config: dict[str, Any],
 
 
 def render_markdown(plan: pd.DataFrame, device: str) -> str:
+    """The plan table as Markdown; `device` names what the device-hours are of."""
     lines = [f"| claim | plan | device-hours ({device}) | seeds (run of needed) |",
              "| --- | --- | --- | --- |"]
     lines += [f"| `{r['id']}` | {md_escape(r['plan'])} | {r['device_hours']:.3g} | "

@@ -43,6 +43,7 @@ class Gate:
     detail: str
 
     def text(self) -> str:
+        """The gate in words: 'name (cell): pass, FAIL or unchecked, detail'."""
         mark = {True: "pass", False: "FAIL", None: "unchecked"}[self.passed]
         return f"{self.name} ({self.cell}): {mark}, {self.detail}"
 
@@ -69,6 +70,8 @@ def _threshold(cell: str, runs: pd.DataFrame, column: str, minimum: float,
 
 
 def trained(cell: str, runs: pd.DataFrame, spec: dict[str, Any]) -> list[Gate]:
+    """The trained gates `spec` asks of a cell: training accuracy at the last epoch (`end`) and
+    at tau_best (`best`), and tau_interp reached by every run (`interpolates`)."""
     gates = []
     if "end" in spec:
         gates.append(_threshold(cell, runs, "train_acc_last", spec["end"],
@@ -105,6 +108,8 @@ def above_chance(accuracy: np.ndarray, images: np.ndarray) -> np.ndarray:
 
 
 def evaluation(cell: str, runs: pd.DataFrame) -> list[Gate]:
+    """The evaluation gates of a cell: each run's test accuracy at tau_best above chance, and
+    Keras' BatchNorm moving variance near the batch variance (unchecked without BatchNorm)."""
     ok = above_chance(runs["test_acc_best"].to_numpy(float), test_images(runs))
     at_chance = runs[~ok]
     detail = f"test accuracy at tau_best above chance in {int(ok.sum())} of {len(runs)} runs"
@@ -145,6 +150,8 @@ def evaluation_over_epochs(cell: str, history: pd.DataFrame) -> Gate:
 
 
 def clock(cell: str, runs: pd.DataFrame, spec: dict[str, Any]) -> Gate:
+    """The clock gate: the cell's median `spec["name"]` clock against the paper's value; it
+    must `reach` 1/factor of it or `stay` below factor x it (unchecked where not recorded)."""
     name, paper = spec["name"], float(spec["paper"])
     factor = float(spec.get("factor", CLOCK_FACTOR))
     reached = float(runs[name].astype(float).median())

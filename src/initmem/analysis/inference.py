@@ -85,6 +85,8 @@ class Estimate:
         return self.value - half if side == "lower" else self.value + half
 
     def interval(self, level: float = 1 - ALPHA) -> tuple[float, float]:
+        """The two-sided `level` confidence interval: Tukey's for a spread (never below 0), t for a
+        mean; the whole line when its noise cannot be estimated."""
         if self.kind == "exact":
             return self.value, self.value
         if not self.known:
@@ -141,6 +143,7 @@ def mean(values: np.ndarray) -> Estimate:
 
 
 def exact(value: float) -> Estimate:
+    """A value without seed noise (a count, a clock)."""
     return Estimate(float(value))
 
 

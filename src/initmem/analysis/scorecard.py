@@ -49,6 +49,7 @@ JUDGED = VERDICTS[:3]
 
 
 def read_published(folder: str | Path) -> pd.DataFrame:
+    """The paper's numbers as transcribed (every *.csv of the folder), value and std as numbers."""
     files = sorted(Path(folder).glob("*.csv"))
     if not files:
         raise InputError(f"--published {folder}: no *.csv files there; it must hold the "
@@ -88,6 +89,8 @@ def read_cells(tables_dir: str | Path) -> pd.DataFrame:
 
 
 def tolerance(unit: str, published: float, std: float) -> float:
+    """How far a reproduced number may lie from the published one and agree: max(2 x the
+    published seed std, the unit's floor)."""
     floor = {"epoch": max(1.0, 0.1 * abs(published)),
              "clock": 0.05 * abs(published)}.get(unit, FLOORS.get(unit, 0.0))
     return max(2 * std, floor) if math.isfinite(std) else floor
@@ -167,6 +170,7 @@ def summary(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_tex(card: pd.DataFrame, synthetic: bool) -> str:
+    """The scorecard's summary per table as LaTeX, marked when the runs are synthetic."""
     rows = summary(card)
     names = {t: ("Prose" if t == "text" else f"Table~\\ref{{tab:table{t}}}")
              for t in rows["table"]}
@@ -182,6 +186,8 @@ def render_tex(card: pd.DataFrame, synthetic: bool) -> str:
 
 def write_scorecard(runs_path: str | Path, tables_dir: str | Path, published_dir: str | Path,
                     out_csv: str | Path, out_tex: str | Path) -> pd.DataFrame:
+    """Score our tables' cells and the macros against the published numbers; write every cell
+    (CSV) and the summary (LaTeX)."""
     runs = pd.read_parquet(runs_path)
     card = score(runs, read_published(published_dir), read_cells(tables_dir))
     for path in (out_csv, out_tex):
@@ -192,6 +198,7 @@ def write_scorecard(runs_path: str | Path, tables_dir: str | Path, published_dir
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem scorecard`."""
     parser.add_argument("--runs", required=True, help="results/aggregate/runs.parquet")
     parser.add_argument("--tables", required=True,
                         help="folder of the rendered tables' cells (results/tables)")
@@ -208,6 +215,7 @@ def tally(verdicts: pd.Series, order: tuple[str, ...], noun: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem scorecard`: write the scorecard and print how many cells have each verdict."""
     card = write_scorecard(args.runs, args.tables, args.published, args.out_csv, args.out_tex)
     print(tally(card["verdict"], VERDICTS, "cells"))
     return 0

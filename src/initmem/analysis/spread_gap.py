@@ -125,6 +125,7 @@ class Bootstrap:
     standard normal means noise and chi-square noise estimates per spread term."""
 
     def __init__(self, terms: Terms, draws: int = DRAWS, seed: int = 0) -> None:
+        """Draw the null noise of the spread terms of `terms` once: `draws` studies from `seed`."""
         rng = np.random.default_rng(seed)
         self.spreads = [(c, e) for c, e in terms if e.kind == "spread"]
         self.offset = sum(c * e.value for c, e in terms if e.kind == "exact")

@@ -82,6 +82,8 @@ class Trainer:
 
 @dataclass
 class SweepStatus:
+    """Where a config's sweep stands at `when` (Unix time): its runs by state, its trainers,
+    device-hours and ETA, its SLURM jobs and a staged study's looks."""
     config: str
     when: float
     counts: list[dict[str, Any]]  # per family, recipe_id, b: STATES
@@ -331,6 +333,7 @@ def _trainer_state(t: Trainer) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem status`."""
     parser.add_argument("--config", type=Path, default=checkout.CONFIG)
     parser.add_argument("--records", type=Path, default=checkout.RESULTS / "runs",
                         help="run folders root (default results/runs of initmem's checkout)")
@@ -346,6 +349,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem status`: print the sweep's state (text or JSON) once, or every --watch seconds."""
     while True:
         status = sweep_status(args.config, args.records, args.checkpoint_dir, args.published,
                               args.claims)

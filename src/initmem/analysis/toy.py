@@ -60,6 +60,7 @@ RULES = ("gd", "adam")
 
 
 def imbalance(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray | float:
+    """The imbalance D = a^2 - b^2."""
     return a * a - b * b
 
 
@@ -108,6 +109,7 @@ def _adam(eta: float, steps: int, targets: list[float], a: float, b: float) -> n
 
 
 def run_toy(optimizer: ToyOptimizer, eta: float) -> np.ndarray:
+    """One panel's (a, b) trajectory at step size `eta`."""
     return trajectory(optimizer.rule, eta, optimizer.steps, optimizer.targets)
 
 

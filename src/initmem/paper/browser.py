@@ -30,6 +30,7 @@ TIMEOUT_S = 120
 
 
 def browser() -> str:
+    """The path of the first Chromium on PATH; InputError when there is none."""
     for name in BROWSERS:
         if path := shutil.which(name):
             return path
@@ -38,6 +39,7 @@ def browser() -> str:
 
 
 def run_browser(page: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on `page` with `args`; RuntimeError when it fails."""
     done = subprocess.run([browser(), *FLAGS, *args, page.resolve().as_uri()],
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
@@ -58,20 +60,24 @@ class Scripts(HTMLParser):
     """The text of each <script id=...>, and all text outside scripts."""
 
     def __init__(self) -> None:
+        """A parser that has read nothing yet."""
         super().__init__()
         self.scripts: dict[str, str] = {}
         self.text: list[str] = []
         self._script: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Note a <script>'s id ("" for one without) while inside it."""
         if tag == "script":
             self._script = dict(attrs).get("id") or ""
 
     def handle_endtag(self, tag: str) -> None:
+        """Leave a <script>."""
         if tag == "script":
             self._script = None
 
     def handle_data(self, data: str) -> None:
+        """Text outside scripts goes to `text`, a script's to its id (one without: dropped)."""
         if self._script is None:
             self.text.append(data)
         elif self._script:
@@ -116,6 +122,7 @@ def check(report: Path, screenshot: Path, expected: list[str]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem report check`: print the report's problems; 1 when there are any."""
     problems = check(args.report, args.screenshot, args.expect)
     for problem in problems:
         print(problem)

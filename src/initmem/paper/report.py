@@ -139,6 +139,7 @@ def cell_text(row: pd.Series) -> str:
 
 
 def key_text(value: object) -> str:
+    """A key value as the page shows it: floats as %g, NaN as empty."""
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:g}"
     return str(value)
@@ -227,21 +228,25 @@ def front_figure(png: Path) -> str:
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV the report shows; InputError when it is missing."""
     if not Path(path).exists():
         raise InputError(f"{path}: missing")
     return pd.read_csv(path, keep_default_na=True)
 
 
 def write(out: str | Path, text: str) -> None:
+    """Write a page, creating its folder."""
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text)
 
 
 def read_marks(path: str | Path | None) -> list[str]:
+    """The provenance marks of marks.json; none without a path."""
     return json.loads(Path(path).read_text()) if path else []
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem report`: one subcommand per kind of page, `check`, `locked`."""
     sub = parser.add_subparsers(dest="action", required=True)
     status = sub.add_parser("status", help="the run-status page and the provenance marks")
     status.add_argument("--runs", type=Path, required=True)
@@ -302,6 +307,7 @@ def run_locked(lock: Path, command: list[str]) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem report`: write one page, check the report, or run a command under a lock."""
     if args.action == "locked":
         return run_locked(args.lock, args.command)
     if args.action == "check":

@@ -21,6 +21,8 @@ RESNET9, CIFAR_RESNET = "resnet9", "cifar_resnet"
 
 @dataclass(frozen=True)
 class Architecture:
+    """A declared network: its body's family and depth, its labels and curve style, and what
+    the cost model and the synthetic records assume of it."""
     name: str  # the config's `arch`
     label: str  # tables and figures
     body: str  # its family: a module of initmem.plan.bodies (RESNET9, CIFAR_RESNET, "vgg")

@@ -363,6 +363,7 @@ def training_jobs(seconds: Mapping[str, float], packs_per_job: int) -> dict[str,
 
 def gpu_hours(packs: Iterable[Pack], throughput: Throughput = BUILTIN,
               stopping: Stopping = ALL_EPOCHS, compaction: bool = True) -> float:
+    """Device-hours to train these packs: their pack_seconds, summed."""
     return sum(pack_seconds(p, throughput, stopping, compaction) for p in packs) / 3600
 
 
@@ -394,6 +395,7 @@ def cpu_launch_warning(packs: list[Pack], confirmed: bool, stopping: Stopping = 
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem cost`."""
     parser.add_argument("--config", type=Path, default=checkout.CONFIG)
     parser.add_argument("--bench", type=Path, default=None, metavar="CSV",
                         help="measured throughput (bench/bench_training.py's CSV); default: "
@@ -476,6 +478,7 @@ def _epochs_note(packs: list[Pack], stopping: Stopping, args: argparse.Namespace
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem cost`: print the config's projected device-hours per family."""
     config = load_config(args.config)
     model, origin = _cli_throughput(args, config["execution"])
     stopping = config_stopping(config, args.published, args.records)

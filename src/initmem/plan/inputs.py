@@ -49,6 +49,7 @@ class StrictLoader(yaml.SafeLoader):
     depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        """The next node, refusing an anchor or alias and nesting deeper than MAX_DEPTH."""
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise Refused(None, None, "an anchor or alias (&name, *name); configs have no use "
@@ -64,6 +65,7 @@ class StrictLoader(yaml.SafeLoader):
             self.depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """The mapping, refusing a key written twice in it (merge keys aside)."""
         seen: set = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":

@@ -82,4 +82,5 @@ def check_config(config: dict[str, Any], recipes: Iterable[Recipe]) -> None:
 
 
 def gib(n: float) -> str:
+    """`n` bytes in GiB, to three digits."""
     return f"{n / 2**30:.3g} GiB"

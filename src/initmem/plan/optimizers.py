@@ -65,6 +65,7 @@ PALETTE = ("#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e
 
 @dataclass(frozen=True)
 class OptimizerDeclaration:
+    """An optimizer module's DECLARATION, its keys as the module docstring describes them."""
     name: str
     label: str
     tex_label: str

@@ -29,10 +29,12 @@ def check(config_path: Path, root: Path) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem results`."""
     parser.add_argument("--config", type=Path, required=True, help="the config to run")
     parser.add_argument("--root", type=Path, default=checkout.RESULTS)
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem results`: say what results/ holds; InputError when it is another config's."""
     print(check(args.config, args.root))
     return 0

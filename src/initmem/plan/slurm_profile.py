@@ -34,6 +34,7 @@ def profile_dir(name: str = "slurm") -> Path:
 
 
 def checked_name(value: str | None, what: str) -> str | None:
+    """`value` if it is a SLURM `what` name (account, partition) or None; else InputError."""
     if value is not None and not SLURM_NAME.fullmatch(value):
         raise InputError(f"{what}={value!r} is not allowed; a SLURM {what} name is letters, "
                          "digits, '_', '.' and '-'")
@@ -69,6 +70,7 @@ def install(dest: Path, text: str, force: bool) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem slurm-profile`."""
     parser.add_argument("--account", help="SLURM account every job is charged to")
     parser.add_argument("--partition", help="SLURM partition of the GPU nodes")
     parser.add_argument("--force", action="store_true",
@@ -81,6 +83,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem slurm-profile`: install the profile, print it, and say what to run next."""
     text = profile_text(args.template, checked_name(args.account, "account"),
                         checked_name(args.partition, "partition"))
     print(install(args.dest or profile_dir(), text, args.force))

@@ -88,6 +88,7 @@ class Recipe:
     best_test_subset: int | None = None
 
     def __post_init__(self) -> None:
+        """Refuse a field out of its domain (SpecError naming it and what is allowed)."""
         _check(bool(self.family) and self.family.replace("_", "").isalnum(), "family",
                self.family, "a non-empty name of letters, digits and '_'")
         _check(self.arch in ARCHS, "arch", self.arch, f"one of {', '.join(ARCHS)}")
@@ -207,7 +208,7 @@ class Recipe:
         return self.epochs * self.steps_per_epoch
 
     @property
-    def recipe_id(self) -> str:
+    def recipe_id(self) -> str:  # noqa: C901 (one flat `if` per optional tag, in id order)
         """Readable, unique folder name of the recipe (everything but b and the family)."""
         parts = [f"{self.arch}", f"w{self.width:g}", self.optimizer, f"lr{self.lr0:g}",
                  self.schedule, f"e{self.epochs}"]
@@ -260,6 +261,7 @@ class Run:
     seed: int
 
     def __post_init__(self) -> None:
+        """Refuse a sigma_w that is not a positive number or a seed out of range."""
         _check(_finite(self.sigma_w) and self.sigma_w > 0, "sigma_w", self.sigma_w,
                "a positive number")
         _check(_count(self.seed) and 0 <= self.seed < 2**31, "seed", self.seed,
@@ -273,6 +275,7 @@ class Run:
 
     @property
     def run_id(self) -> str:
+        """The run's identity: its folder below the records root, ':' for '/'."""
         return self.run_dir.replace("/", ":")
 
     def as_row(self) -> dict[str, Any]:
@@ -289,6 +292,7 @@ class Pack:
     runs: tuple[Run, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        """Refuse an empty pack, or one holding runs of another recipe."""
         _check(len(self.runs) > 0, "runs", list(self.runs), "a non-empty list")
         for run in self.runs:
             _check(run.recipe == self.recipe, "runs", run.run_id, "runs of the pack's recipe")
@@ -319,9 +323,11 @@ class Pack:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
+        """The pack spec's JSON: its recipe and each run's sigma_w and seed."""
         return {"recipe": recipe_dict(self.recipe),
                 "runs": [{"sigma_w": r.sigma_w, "seed": r.seed} for r in self.runs]}
 
     def dump(self, path: str | Path) -> None:
+        """Write the pack spec (to_dict) as JSON at `path`."""
         with naming(path):
             Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

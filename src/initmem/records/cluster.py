@@ -64,6 +64,7 @@ class Snapshot:
     serves one decision (or one `initmem status`), however many heartbeats it judges."""
 
     def __init__(self) -> None:
+        """A snapshot that has asked SLURM nothing yet."""
         self._expansions: dict[str, frozenset[str] | None] = {}
 
     @cached_property

@@ -157,6 +157,7 @@ class Range:
     beyond: int = 0  # added to the column `high` names
 
     def allowed(self) -> str:
+        """The range in words, as an error message says what a column allows."""
         finite = "a number" if self.infinite else "a finite number"
         high = self.high if isinstance(self.high, str) else f"{self.high:g}"
         high += f" + {self.beyond}" if self.beyond else ""
@@ -207,13 +208,13 @@ class RecordError(InputError):
     """A record file is missing, truncated, or does not follow the schema."""
 
 
-def summary_record(run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
-                   diverged_epoch: int | None, early_stopped: bool, wall_time_s: float,
-                   device: str, determinism: str = "", torch_version: str | None = None,
-                   data_verification: str | None = None, test_acc_best: float | None = None,
-                   record_source: str = TRAINED, host: str | None = None,
-                   slurm_job_id: str | None = None,
-                   resumed_from_epoch: int | None = None) -> dict[str, Any]:
+def summary_record(  # noqa: PLR0913 (keyword-only: a run's outcome and provenance)
+        run: Run, history: pd.DataFrame, *, kernel_fro_norm_init: float,
+        diverged_epoch: int | None, early_stopped: bool, wall_time_s: float, device: str,
+        determinism: str = "", torch_version: str | None = None,
+        data_verification: str | None = None, test_acc_best: float | None = None,
+        record_source: str = TRAINED, host: str | None = None, slurm_job_id: str | None = None,
+        resumed_from_epoch: int | None = None) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history; `test_acc_best`,
     where given, is the weights at tau_best tested on Recipe.best_test_subset images."""
     h = history.sort_values("epoch").reset_index(drop=True)
@@ -275,10 +276,12 @@ def code_version() -> str:
 
 
 def history_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """History rows (one per epoch) as a frame of the record's history columns and dtypes."""
     return typed(pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)), HISTORY_COLUMNS)
 
 
 def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Summary rows (one per run) as a frame of the record's summary columns and dtypes."""
     return typed(pd.DataFrame(rows), summary_columns())
 
 
@@ -481,6 +484,7 @@ def verified(table: pa.Table, where: object) -> pa.Table:
 
 
 def atomic_write_parquet(frame: pd.DataFrame, path: Path, replace: bool = True) -> bool:
+    """Write the frame as Parquet, sealed with its digest, by atomic_write_bytes."""
     table = sealed(pa.Table.from_pandas(frame, preserve_index=False))
     return atomic_write_bytes(path, lambda fh: pq.write_table(table, fh), replace)
 

@@ -85,6 +85,7 @@ class Fenced(InputError):
 
 
 def path_of(root: Path, pack: Pack) -> Path:
+    """The heartbeat file of `pack` under the checkpoint root: named by the pack's key."""
     return root / f"{pack.key}{SUFFIX}"
 
 
@@ -134,6 +135,7 @@ def _bounded(beat: dict[str, Any]) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -144,6 +146,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def stall_after_s(beat: dict[str, Any]) -> float:
+    """Seconds without progress that make a trainer stalled: 2 epochs' time, >= STALL_MIN_S."""
     epoch_s = beat.get("epoch_s")
     return max(STALL_MIN_S, 2 * epoch_s) if epoch_s else STALL_MIN_S
 
@@ -218,6 +221,7 @@ def _slurm_says(beat: dict[str, Any], slurm: cluster.Snapshot) -> tuple[bool, st
 
 
 def holder(beat: dict[str, Any]) -> str:
+    """Who holds a pack, in words: its trainer's pid and host."""
     return f"pid {beat['pid']} on host {beat['host']}"
 
 
@@ -277,6 +281,7 @@ class Heartbeat:
         return thread
 
     def stop_pulse(self) -> None:
+        """End the pulse thread after its current wait."""
         self.stopped.set()
 
     def _pulse(self) -> None:

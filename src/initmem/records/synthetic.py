@@ -244,6 +244,7 @@ def history_table(pieces: list[tuple[Run, int, dict, int]]) -> pa.Table:
 
 
 def write_aggregate(runs: pd.DataFrame, epochs: pa.Table, out_dir: str | Path) -> None:
+    """Write the generated tables as the aggregate does: out_dir/runs.parquet, epochs.parquet."""
     out = Path(out_dir)
     aggregate.write_tables(runs, epochs, out / "runs.parquet", out / "epochs.parquet")
 
@@ -262,6 +263,7 @@ def write_run_records(runs: pd.DataFrame, epochs: pa.Table, root: str | Path) ->
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem synthetic-records`."""
     parser.add_argument("--config", required=True, help="config.yaml")
     parser.add_argument("--out-dir", required=True,
                         help="folder for runs.parquet and epochs.parquet (results/aggregate)")
@@ -275,6 +277,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem synthetic-records`: generate the config's fake records and write them."""
     if not 0 <= args.missing <= 1:
         raise grid.ConfigError(f"--missing={args.missing} is not allowed; it must be a "
                                "fraction in [0, 1]")

@@ -73,6 +73,7 @@ class RunWriter:
     HParams first, then its epochs as they come."""
 
     def __init__(self, folder: Path, spec: dict[str, Any]):
+        """A new event file in `folder`, beginning with the run's `spec` as its HParams."""
         (self.event_pb2, self.summary_pb2, hparams_summary, self.scalar_summary,
          record_writer) = _tensorboard()
         folder.mkdir(parents=True, exist_ok=True)
@@ -83,6 +84,7 @@ class RunWriter:
         self._write(self.event_pb2.Event(summary=hparams_summary.hparams_pb(hparams(spec))))
 
     def epoch(self, row: dict[str, Any]) -> None:
+        """Log one history row's scalars at step = its epoch, flushed at once."""
         summary = self.summary_pb2.Summary()
         for tag in SCALARS:
             summary.value.extend(self.scalar_summary.scalar_pb(tag, row[tag]).value)
@@ -94,6 +96,7 @@ class RunWriter:
         self.writer.write(event.SerializeToString())
 
     def close(self) -> None:
+        """Close the event file."""
         self.file.close()
 
 
@@ -101,17 +104,21 @@ class LiveWriter:
     """A trainer's observer (training.trainer.Observer): each run's epochs as they end."""
 
     def __init__(self, out: Path, pack: Pack):
+        """One RunWriter per run of `pack`, in its run folder under `out`."""
         self.writers = {run.run_id: RunWriter(out / run.run_dir, run.as_row())
                         for run in pack.runs}
 
     def updated(self, epoch: int, k: int) -> None:
+        """Nothing: TensorBoard gets whole epochs only."""
         pass
 
     def epoch_ended(self, epoch: int, rows: list[dict[str, Any]]) -> None:
+        """Log each run's row of the epoch that ended."""
         for row in rows:
             self.writers[row["run_id"]].epoch(row)
 
     def close(self) -> None:
+        """Close every run's event file."""
         for writer in self.writers.values():
             writer.close()
 
@@ -150,12 +157,14 @@ def write_records(source: Path, out: Path) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem tensorboard`."""
     parser.add_argument("source", type=Path,
                         help="run records (results/runs) or a runs archive (.tar)")
     parser.add_argument("out", type=Path, help="TensorBoard log folder (tensorboard --logdir)")
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem tensorboard`: write the event files of run records or an archive."""
     n = write_records(args.source, args.out)
     print(f"{n} runs written to {args.out}: tensorboard --logdir {args.out}")
     return 0

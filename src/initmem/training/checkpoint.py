@@ -101,6 +101,8 @@ def _join(data: Any, tensors: dict[str, Tensor]) -> Any:
 
 
 def save(folder: Path, payload: dict[str, Any]) -> None:
+    """Save `payload` as folder/latest.pt, the old latest becoming previous.pt; written to a
+    locked temporary file, fsynced and renamed, so a crash leaves a complete checkpoint."""
     folder.mkdir(parents=True, exist_ok=True)
     blob = encode(payload)
     with naming(folder / LATEST, ROOM):

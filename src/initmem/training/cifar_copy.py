@@ -22,12 +22,14 @@ SHARED_BUILDER = checkout.SHARED / "data" / "make_cifar10_batches.py"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem cifar10-copy`."""
     parser.add_argument("root", type=Path, help="writes ROOT/cifar-10-batches-py/")
     parser.add_argument("--builder", type=Path, default=SHARED_BUILDER,
                         help=f"the builder script (default {SHARED_BUILDER})")
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem cifar10-copy`: run the builder into ROOT, then write the copy's manifest."""
     if not args.builder.is_file():
         raise data.DataError(f"builder {args.builder} does not exist; give the path of "
                              "make_cifar10_batches.py with --builder")

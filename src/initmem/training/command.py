@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,6 +53,8 @@ WAIT_NOTE_S = 600.0  # how often it says that it still waits
 
 
 def resolve_device(name: str, deterministic: bool = True) -> torch.device:
+    """The torch device `name` (auto: CUDA where there is one), with TF32 and, when
+    `deterministic`, cuDNN's repeatable kernels; SystemExit when CUDA is asked for but absent."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -70,6 +73,7 @@ def resolve_device(name: str, deterministic: bool = True) -> torch.device:
 
 
 def describe_device(device: torch.device) -> str:
+    """The device, precision, threads, torch version and determinism, in one line for the log."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         precision = "float32 (TF32 convolutions and matmuls allowed)"
@@ -81,6 +85,7 @@ def describe_device(device: torch.device) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem train`."""
     parser.add_argument("specs", type=Path, nargs="+", metavar="spec",
                         help="pack spec (YAML/JSON: recipe + runs); several train one after "
                              "another in this process")
@@ -211,15 +216,9 @@ def halves_after_oom(part: Pack, out_dir: Path, device: torch.device) -> list[Pa
     return sub_packs(r, runs, half)
 
 
-def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    packs = [Pack.load(spec) for spec in args.specs]
-    device = resolve_device(args.device, deterministic=not args.nondeterministic)
-    for pack in packs:  # every pack of the job, before any trains
-        memory.check_fits(pack.recipe, device)
-    log.info("%s", describe_device(device))
-    root = args.checkpoint_dir or args.out_dir / ".checkpoints"
-    root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
+def stop_on_signals() -> dict[str, Any]:
+    """The stop request the STOP_EXIT signals set: the signal, and the trainer told to
+    stop at its next update (a pack's trainer registers itself as `trainer`)."""
     stop = {"requested": False, "trainer": None, "signal": None}
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -229,6 +228,31 @@ def main(args: argparse.Namespace) -> int:
 
     for signum in STOP_EXIT:
         signal.signal(signum, request_stop)
+    return stop
+
+
+def tidy_checkpoints(args: argparse.Namespace, root: Path, trained: list[Pack]) -> None:
+    """Remove the finished packs' checkpoints (unless --keep-checkpoint), and the default
+    checkpoint folder once empty: a folder named by --checkpoint-dir stays."""
+    if not args.keep_checkpoint:
+        for part in trained:
+            checkpoint.remove(root / part.key)
+    if args.checkpoint_dir is None:
+        checkpoint.remove_if_empty(root)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`initmem train`: train each pack spec in turn; PREEMPTED_EXIT or INTERRUPTED_EXIT after
+    a stop signal, PREEMPTED_EXIT when another trainer took a pack over."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    packs = [Pack.load(spec) for spec in args.specs]
+    device = resolve_device(args.device, deterministic=not args.nondeterministic)
+    for pack in packs:  # every pack of the job, before any trains
+        memory.check_fits(pack.recipe, device)
+    log.info("%s", describe_device(device))
+    root = args.checkpoint_dir or args.out_dir / ".checkpoints"
+    root.mkdir(parents=True, exist_ok=True)  # an unwritable place fails before training
+    stop = stop_on_signals()
     summaries, trained = [], []
     for spec, pack in zip(args.specs, packs, strict=True):
         try:
@@ -244,11 +268,7 @@ def main(args: argparse.Namespace) -> int:
         except heartbeat.Fenced as err:
             log.warning("%s; exiting with status %d", err, PREEMPTED_EXIT)
             return PREEMPTED_EXIT
-    if not args.keep_checkpoint:
-        for part in trained:
-            checkpoint.remove(root / part.key)
-    if args.checkpoint_dir is None:  # the default folder is ours to tidy; a named one stays
-        checkpoint.remove_if_empty(root)
+    tidy_checkpoints(args, root, trained)
     for s in summaries:
         log.info("%s: %s, tau_best=%s, test_acc_best=%.4f", s["run_id"], s["status"],
                  s["tau_best"], s["test_acc_best"])

@@ -40,13 +40,17 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
 
 
 class PackedConv2d(nn.Module):
+    """N runs' conv layers as one grouped convolution: kernel (N, C_out, C_in, k, k), a bias per
+    run and channel, TensorFlow's 'same' padding."""
     def __init__(self, n: int, c_in: int, c_out: int, kernel: int = 3, stride: int = 1):
+        """Uninitialised parameters of n runs' kernel x kernel convs from c_in to c_out channels."""
         super().__init__()
         self.n, self.stride = n, stride
         self.kernel = nn.Parameter(torch.empty(n, c_out, c_in, kernel, kernel))
         self.bias = nn.Parameter(torch.empty(n, c_out))
 
     def forward(self, x: Tensor) -> Tensor:
+        """(B, N*C_in, H, W) -> (B, N*C_out, H', W'): each run's channels through its own kernel."""
         k = self.kernel.shape[-1]
         top, bottom = same_padding(x.shape[-2], k, self.stride)
         left, right = same_padding(x.shape[-1], k, self.stride)
@@ -59,12 +63,15 @@ class PackedConv2d(nn.Module):
 
 
 class PackedDense(nn.Module):
+    """N runs' dense layers as one batched matmul: kernel (N, d_out, d_in), a bias per run."""
     def __init__(self, n: int, d_in: int, d_out: int):
+        """Uninitialised parameters of n runs' dense layers from d_in to d_out features."""
         super().__init__()
         self.kernel = nn.Parameter(torch.empty(n, d_out, d_in))
         self.bias = nn.Parameter(torch.empty(n, d_out))
 
     def forward(self, x: Tensor) -> Tensor:  # (B, N, d_in) -> (N, B, d_out)
+        """Each run's features through its own dense layer."""
         return torch.baddbmm(self.bias.unsqueeze(1), x.transpose(0, 1),
                              self.kernel.transpose(1, 2))
 
@@ -73,6 +80,7 @@ class KerasBatchNorm(nn.Module):
     """Keras BatchNormalization per run and channel (moving stats use biased variance)."""
 
     def __init__(self, n: int, channels: int):
+        """n runs' BatchNorm of `channels`: gamma 1, beta 0, moving mean 0, moving variance 1."""
         super().__init__()
         self.gamma = nn.Parameter(torch.ones(n, channels))
         self.beta = nn.Parameter(torch.zeros(n, channels))
@@ -85,6 +93,8 @@ class KerasBatchNorm(nn.Module):
                              persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Training: normalise by the batch's statistics and move the moving ones toward them;
+        inference: normalise by the moving statistics."""
         if not self.training:
             return F.batch_norm(x, self.moving_mean.flatten(), self.moving_variance.flatten(),
                                 self.gamma.flatten(), self.beta.flatten(), False, 0.0,
@@ -106,11 +116,13 @@ class KerasLayerNorm(nn.Module):
     """Keras LayerNormalization on NHWC maps: over the channels of each pixel, per run."""
 
     def __init__(self, n: int, channels: int):
+        """n runs' LayerNorm of `channels`: gamma 1, beta 0."""
         super().__init__()
         self.gamma = nn.Parameter(torch.ones(n, channels))
         self.beta = nn.Parameter(torch.zeros(n, channels))
 
     def forward(self, x: Tensor) -> Tensor:
+        """Normalise each run's channels at each pixel, then scale and shift per run and channel."""
         batch, _, h, w = x.shape
         n, c = self.gamma.shape
         x = x.view(batch, n, c, h, w)
@@ -121,8 +133,10 @@ class KerasLayerNorm(nn.Module):
 
 
 class ConvNormReLU(nn.Sequential):
+    """A packed conv, its normalisation (BatchNorm or LayerNorm) and, unless relu=False, a ReLU."""
     def __init__(self, n: int, c_in: int, c_out: int, norm: str, kernel: int = 3,
                  stride: int = 1, relu: bool = True):
+        """n runs' conv from c_in to c_out channels, then `norm` ("batch" or "layer")."""
         norm_layer = KerasBatchNorm if norm == "batch" else KerasLayerNorm
         layers = [PackedConv2d(n, c_in, c_out, kernel, stride), norm_layer(n, c_out)]
         super().__init__(*layers, *([nn.ReLU()] if relu else []))
@@ -132,10 +146,12 @@ class Residual(nn.Module):
     """ResNet-9's residual: x + f(x), no activation after the sum."""
 
     def __init__(self, *layers: nn.Module):
+        """The branch f: `layers` in sequence."""
         super().__init__()
         self.f = nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
+        """x + f(x)."""
         return x + self.f(x)
 
 
@@ -143,6 +159,7 @@ class BasicBlock(nn.Module):
     """Keras resnet_v1 block: conv-BN-ReLU-conv-BN, + shortcut (1x1 conv at stage change), ReLU."""
 
     def __init__(self, n: int, c_in: int, c_out: int, stride: int):
+        """n runs' block from c_in to c_out channels, its first conv at `stride`."""
         super().__init__()
         self.f = nn.Sequential(ConvNormReLU(n, c_in, c_out, "batch", stride=stride),
                                ConvNormReLU(n, c_out, c_out, "batch", relu=False))
@@ -150,11 +167,15 @@ class BasicBlock(nn.Module):
                          if stride != 1 or c_in != c_out else nn.Identity())
 
     def forward(self, x: Tensor) -> Tensor:
+        """ReLU(f(x) + shortcut(x))."""
         return F.relu(self.f(x) + self.shortcut(x))
 
 
 class PackedNet(nn.Module):
+    """N runs' networks in one module: a packed body, global pooling (average or max) and a
+    packed dense layer to the classes."""
     def __init__(self, n: int, body: nn.Module, pool: str, features: int):
+        """n runs of `body` (`features` channels out), pooled by `pool`, then the dense layer."""
         super().__init__()
         self.n, self.pool = n, pool
         # NHWC activations (NVIDIA advises them for cuDNN's tensor cores). Layout only, the

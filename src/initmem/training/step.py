@@ -85,6 +85,7 @@ class StepExecutor:
 
     def __init__(self, model: PackedNet, optimizer: Optimizer, l2: float, b: int,
                  batch: Batch, cuda_graph: bool = False):
+        """Steps of `model` by `optimizer`, kernel L2 `l2`, batch size b, inputs from `batch`."""
         self.model, self.optimizer, self.l2, self.batch = model, optimizer, l2, batch
         self.lr = torch.zeros((), device=next(model.parameters()).device)
         self.full_shape = (model.n, b)

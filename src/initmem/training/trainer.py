@@ -150,6 +150,7 @@ class RunState:
 
     @property
     def active(self) -> bool:
+        """Whether the run still trains: neither diverged nor early-stopped."""
         return self.diverged_epoch is None and not self.early_stopped
 
     def record(self, epoch: int, metrics: dict[str, float]) -> None:
@@ -174,6 +175,7 @@ class Clocks:
     T_adapt: float = 0.0
 
     def tick(self, lr: float, b: int, lam: float) -> None:
+        """Advance the clocks by one update at rate lr, batch size b and kernel shrinkage lam."""
         self.T_SGD += lr * lr / b
         self.T_L2 += lam * lr
         self.T_adapt += lr
@@ -214,6 +216,7 @@ class LoopState:
         self.k, self.step, self.run_updates = self.k + 1, self.step + 1, self.run_updates + runs
 
     def next_epoch(self) -> None:
+        """Begin the next epoch: no update done in it, its order and augmentations still to draw."""
         self.epoch, self.step, self.order, self.augmentations = self.epoch + 1, 0, None, None
         self.loss_sum.zero_()
         self.correct.zero_()
@@ -226,6 +229,7 @@ class LoopState:
         return out
 
     def restore(self, saved: dict[str, Any], device: torch.device) -> None:
+        """Take back what `saved` holds, in place, its tensors onto `device`."""
         for f in fields(self):
             value = saved[f.name]
             if f.name == "states":
@@ -239,6 +243,8 @@ class LoopState:
 
 @dataclass
 class TrainedPack:
+    """What training a pack yields: the runs' summaries, the model, every run's final weights
+    and the run-updates computed."""
     summaries: list[dict[str, Any]]
     model: PackedNet  # the runs still in the pack at the end (all of them without compaction)
     weights: list[dict[str, Tensor]]  # every run's final parameters and buffers, pack order
@@ -263,11 +269,13 @@ class PackTrainer:
     """Trains one pack; with a checkpoint folder it saves its whole state at the end of
     every epoch and every `checkpoint_every_s` seconds, and resumes from it bitwise."""
 
-    def __init__(self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
-                 checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
-                 progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
-                 compaction: bool = True, observers: Sequence[Observer] = (),
-                 trust_checkpoint: bool = False, guard: Callable[[], None] = lambda: None):
+    def __init__(  # noqa: PLR0913 (the trainer's settings, each with its default)
+            self, pack: Pack, splits: data.Splits, out_dir: Path, device: torch.device,
+            checkpoint_dir: Path | None = None, checkpoint_every_s: float = 600.0,
+            progress: bool = True, cuda_graph: bool = False, channels_last: bool = False,
+            compaction: bool = True, observers: Sequence[Observer] = (),
+            trust_checkpoint: bool = False, guard: Callable[[], None] = lambda: None):
+        """Ready `pack` to train on `splits` into out_dir, restored from its checkpoint if any."""
         recipe, runs = pack.recipe, pack.runs
         if len(splits.train_x) != recipe.n_train:
             raise ValueError(f"the data has {len(splits.train_x)} training images but the "
@@ -298,6 +306,8 @@ class PackTrainer:
             self._resume()
 
     def run(self) -> TrainedPack:
+        """Train the pack until its last epoch or until every run has stopped, checkpointing as it
+        goes; each run's records written. Preempted on a stop request, after a checkpoint."""
         recipe, loop = self.pack.recipe, self.loop
         started, last_save = time.monotonic() - loop.elapsed_s, time.monotonic()
         bar = _progress_bar(recipe.epochs * recipe.steps_per_epoch, self.progress,

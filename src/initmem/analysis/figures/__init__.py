@@ -63,6 +63,7 @@ def draw(number: int, inputs: FigureInputs):
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem figure`."""
     parser.add_argument("number", type=int, choices=range(1, 10), metavar="N",
                         help="figure number, 1-9")
     parser.add_argument("--runs", type=Path, help="runs.parquet (all but Fig. 9)")

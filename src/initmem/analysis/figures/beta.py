@@ -39,6 +39,8 @@ def _plot(ax, rows: pd.DataFrame, x: str, **kwargs) -> bool:
 
 
 def fig6(inputs: FigureInputs) -> Drawn:
+    """|beta(t)| per epoch for the SGD family (a,c) and the adaptive optimizers (b,d) at b=16
+    and b=128; against T_SGD and T_L2 (e) and against T_adapt (f)."""
     curves, used = beta_curves(inputs)
     fig, axes = style.figure(3, 2, height_in=5.4)
     sgd_l2 = select(curves, **SGD_L2)

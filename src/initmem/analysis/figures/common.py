@@ -30,16 +30,19 @@ class FigureInputError(InputError):
 
 @dataclass(frozen=True)
 class FigureInputs:
+    """What a figure reads: the runs and epochs tables it was given, and the config."""
     runs: pd.DataFrame | None
     epochs: pd.DataFrame | None
     config: dict[str, Any]
 
     def need_runs(self) -> pd.DataFrame:
+        """The runs table; FigureInputError when the figure was not given one."""
         if self.runs is None:
             raise FigureInputError("this figure needs --runs (results/aggregate/runs.parquet)")
         return self.runs
 
     def need_epochs(self) -> pd.DataFrame:
+        """The epochs table; FigureInputError when the figure was not given one."""
         if self.epochs is None:
             raise FigureInputError("this figure needs --epochs "
                                    "(results/aggregate/epochs.parquet)")
@@ -54,6 +57,7 @@ class FigureInputs:
         return [d for d in [*shown.values(), *extra.values()] if d.name in set(names)]
 
     def optimizer_label(self, name: str) -> str:
+        """The label the figures give optimizer `name`."""
         return self.optimizers([name])[0].label
 
     @property
@@ -93,6 +97,7 @@ def on_sigmas(frame: pd.DataFrame, sigmas: Iterable[float]) -> pd.DataFrame:
 
 
 def sigma_grid(frame: pd.DataFrame) -> list[float]:
+    """The sigma_w values of a table, sorted; rounded so that float noise does not split one."""
     return sorted({round(float(s), 6) for s in frame["sigma_w"]})
 
 
@@ -165,4 +170,5 @@ def no_data(ax, text: str = "no data") -> None:
 
 
 def sigma_axis(ax) -> None:
+    """Label the x axis sigma_w."""
     ax.set_xlabel(r"$\sigma_w$")

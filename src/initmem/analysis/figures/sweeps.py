@@ -33,6 +33,7 @@ Drawn = tuple[Figure, list[pd.DataFrame]]
 
 
 def optimizer_curves(inputs: FigureInputs, rows: pd.DataFrame) -> list[Curve]:
+    """One curve per optimizer among `rows`, named and coloured as the config shows it."""
     return [Curve(o.label, select(rows, optimizer=o.name), o.colour)
             for o in inputs.optimizers(set(rows["optimizer"]))]
 

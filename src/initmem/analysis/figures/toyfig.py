@@ -23,6 +23,7 @@ def plotted_steps(n: int, cycle: int = 1, extra: int = 3_000) -> np.ndarray:
 
 
 def simulate() -> dict[tuple[str, float], np.ndarray]:
+    """The toy model's (a, b) trajectory per toy optimizer and step size eta."""
     return {(o.name, eta): toy.run_toy(o, eta) for o in toy.TOY_OPTIMIZERS for eta in toy.ETAS}
 
 

@@ -47,6 +47,7 @@ class Table:
 
     @property
     def missing(self) -> list[str]:
+        """The run ids missing behind any of its cells, sorted."""
         return sorted({r for c in self.cells for r in c.missing})
 
 
@@ -76,12 +77,14 @@ def build(number: int, runs: pd.DataFrame | None, config: dict) -> Table:
 
 
 def render(table: Table, synthetic: bool) -> str:
+    """The table as LaTeX: its template, the cells' footnote, and the SYNTHETIC mark if asked."""
     context = {**table.context, "number": table.number, "synthetic": synthetic,
                "synthetic_mark": SYNTHETIC_MARK, "notes": legend(table.cells, table.texts)}
     return environment().get_template(f"table{table.number}.tex.j2").render(**context)
 
 
 def is_synthetic(runs: pd.DataFrame) -> bool:
+    """Whether any record of the runs table is generated (synthetic)."""
     return bool(generated(runs).any())
 
 
@@ -111,6 +114,7 @@ def write_table(number: int, runs_path: str | Path | None, config_path: str | Pa
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `initmem table`."""
     parser.add_argument("number", type=int, choices=TABLES, help="the paper's table number")
     parser.add_argument("--runs", help="results/aggregate/runs.parquet (tables 2-7)")
     parser.add_argument("--config", required=True,
@@ -122,5 +126,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`initmem table`: render one of Tables 1-7 and write its cells beside it."""
     write_table(args.number, args.runs, args.config, args.out, strict=args.strict)
     return 0

@@ -56,6 +56,7 @@ class Cell:
     event: bool = False  # tau-like: n < n_runs means some runs never reached it
 
     def tidy(self) -> dict[str, object]:
+        """The cell as a row of table.csv: its key, value, std and provenance counts."""
         return {**self.key, "unit": self.unit, "value": self.mean, "std": self.std,
                 "n_seeds": self.n, "n_runs": self.n_runs, "n_missing": len(self.missing),
                 "n_diverged": len(self.diverged),
@@ -115,6 +116,7 @@ def _number(x: float, digits: int, sign: bool) -> str:
 
 
 def markers(cell: Cell) -> str:
+    """The cell's provenance markers (missing, diverged, k/n reached) as one LaTeX superscript."""
     marks = []
     if cell.missing:
         marks.append(rf"\textcolor{{red}}{{$-{len(cell.missing)}$}}")

@@ -32,12 +32,15 @@ class Sheet:
     """Collects a table's cells and their rendered texts."""
 
     def __init__(self, table: int) -> None:
+        """An empty sheet for Table `table`."""
         self.table, self.cells, self.texts = table, [], []
 
     def key(self, **fields: object) -> dict[str, object]:
+        """A cell's key in this table: CELL_KEY's `fields` (None where not given)."""
         return {f: fields.get(f) for f in CELL_KEY} | {"table": str(self.table)}
 
     def put(self, cell: Cell, **style: object) -> str:
+        """Collect `cell` and return its LaTeX, formatted by fmt with `style`."""
         text = fmt(cell, **style)
         self.cells.append(cell)
         self.texts.append(text)
@@ -86,6 +89,7 @@ def tex_labels(config: dict) -> dict[str, str]:
 
 
 def epochs_label(frame: pd.DataFrame) -> str:
+    """The epochs the runs trained for, joined by '/' ('?' where none is known)."""
     values = sorted(int(e) for e in frame["epochs"].dropna().unique())
     return "/".join(str(e) for e in values) or "?"
 
@@ -107,6 +111,8 @@ def planned_rows(config: dict) -> list[tuple[int, str]]:
 
 
 def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
+    """Tables 2 and 3 at one sigma_w: per (b, optimizer) the main grid plans, tau_interp,
+    tau_best, validation accuracy at them and at the last epoch, and the repair gap."""
     sheet, rows, used, labels = Sheet(table), [], [], tex_labels(config)
     planned = planned_rows(config)
     for i, (b, opt) in enumerate(planned):
@@ -150,6 +156,8 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
 
 # Table 4: the learning-rate x L2 sweep for SGD, with the Adam and 5,000-epoch rows.
 def lr_l2(runs: pd.DataFrame, config: dict):
+    """Table 4 at b=16 and b=128: SGD over lr0 x L2 (cosine), then Adam's and the long
+    constant-rate SGD's rows."""
     sheet, panels = Sheet(4), []
     for b in (16, 128):
         rows = []
@@ -184,6 +192,8 @@ def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -
 # Tables 5 and 6: test and train accuracy per sigma_w and the spread, two batch sizes.
 def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]],
                       labels: dict[str, str]) -> list[dict]:
+    """Tables 5 and 6's panels, b=16 and b=128: per group (config, optimizer, its run
+    selection) test and train accuracy at the five sigma_w, and the spread."""
     panels = []
     for b in (16, 128):
         rows = []
@@ -237,6 +247,8 @@ def depth(runs: pd.DataFrame, config: dict):
 
 
 def norm_aug(runs: pd.DataFrame, config: dict):
+    """Table 6: SGD and Adam with BatchNorm and augmentation, LayerNorm and augmentation, and
+    BatchNorm without (the main grid's runs)."""
     sheet = Sheet(6)
     choices = {"bn_aug": dict(family="norm_aug", arch="resnet9", augment=True),
                "ln_aug": dict(family="norm_aug", arch="resnet9_ln", augment=True),
@@ -251,6 +263,8 @@ def norm_aug(runs: pd.DataFrame, config: dict):
 
 # Table 7: the best-recipe comparison at the two extreme scales.
 def best_recipe(runs: pd.DataFrame, config: dict):
+    """Table 7: the best recipes (SGD with momentum, Adam) per b at the extreme sigma_w and the
+    |delta| between them; the row of highest mean test accuracy in bold."""
     sheet, rows = Sheet(7), []
     for opt, label in (("sgd_momentum", "SGD (best)"), ("adam", "Adam")):
         for b in (16, 128, 256):

@@ -23,6 +23,8 @@ def _blocks(arch: Any, width: float) -> list[tuple[int, int, int]]:
 
 
 def convs(arch: Any, width: float) -> tuple[list[Conv], int]:
+    """(c_in, c_out, kernel, normalised) of every conv in creation order, the 1x1 shortcuts
+    included, and the features before the dense layer."""
     first = channels(CHANNELS[0], width)
     shapes: list[Conv] = [(3, first, 3, True)]
     for c_in, c_out, stride in _blocks(arch, width):
@@ -32,6 +34,7 @@ def convs(arch: Any, width: float) -> tuple[list[Conv], int]:
 
 
 def build(kit: Any, n: int, arch: Any, width: float) -> tuple[Any, int]:
+    """The packed body for n runs (the first conv, then the basic blocks) and its features."""
     first = channels(CHANNELS[0], width)
     blocks = _blocks(arch, width)
     layers = [kit.conv_norm(n, 3, first, "batch"),

@@ -12,6 +12,8 @@ CHANNELS = (64, 128, 256, 512)  # at width 1 (the paper's)
 
 
 def convs(arch: Any, width: float) -> tuple[list[Conv], int]:
+    """(c_in, c_out, kernel, normalised) of every conv in creation order (all 3x3, normalised),
+    and the features before the dense layer."""
     c64, c128, c256, c512 = (channels(c, width) for c in CHANNELS)
     shapes = [(3, c64), (c64, c128), (c128, c128), (c128, c128), (c128, c256), (c256, c512),
               (c512, c512), (c512, c512)]
@@ -19,6 +21,7 @@ def convs(arch: Any, width: float) -> tuple[list[Conv], int]:
 
 
 def build(kit: Any, n: int, arch: Any, width: float) -> tuple[Any, int]:
+    """The packed body for n runs, normalised as the declaration says, and its features."""
     c64, c128, c256, c512 = (channels(c, width) for c in CHANNELS)
 
     def block(c_in: int, c_out: int) -> Any:
@@ -36,6 +39,7 @@ def build(kit: Any, n: int, arch: Any, width: float) -> tuple[Any, int]:
 
 
 def keras(net: Any, layers: Any, x: Any, arch: Any) -> Any:
+    """The Keras twin on input x: `build`'s layers in order, global pooling, the dense layer."""
     c64, c128, c256, c512 = (net.channels(c) for c in CHANNELS)
     x = net.conv_norm(x, c64)
     x = layers.MaxPooling2D(2)(net.conv_norm(x, c128))

@@ -29,12 +29,15 @@ def _layers(arch: Any, width: float) -> list[tuple[int, int] | str]:
 
 
 def convs(arch: Any, width: float) -> tuple[list[Conv], int]:
+    """(c_in, c_out, kernel, normalised) of every conv in the configuration's order, and the
+    features before the dense layer (the last conv's channels)."""
     shapes = [(c_in, c_out, 3, True) for c_in, c_out in
               (layer for layer in _layers(arch, width) if layer != POOL)]
     return shapes, shapes[-1][1]
 
 
 def build(kit: Any, n: int, arch: Any, width: float) -> tuple[Any, int]:
+    """The packed body for n runs (its convs and max-pools in order) and its features."""
     layers = [kit.max_pool(2) if layer == POOL
               else kit.conv_norm(n, *layer, arch.normalisation)
               for layer in _layers(arch, width)]
@@ -42,6 +45,7 @@ def build(kit: Any, n: int, arch: Any, width: float) -> tuple[Any, int]:
 
 
 def keras(net: Any, layers: Any, x: Any, arch: Any) -> Any:
+    """The Keras twin on input x: `build`'s layers in order, global pooling, the dense layer."""
     for layer in _layers(arch, net.width):
         x = layers.MaxPooling2D(2)(x) if layer == POOL else net.conv_norm(x, layer[1])
     pooled = (layers.GlobalMaxPooling2D() if arch.pooling == "max"

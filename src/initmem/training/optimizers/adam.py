@@ -19,6 +19,7 @@ class Adam(Optimizer):
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
                  adam: AdamMath):
+        """Adam over `named_params`, decoupled decay `weight_decay`, betas and epsilon in `adam`."""
         super().__init__(named_params, weight_decay)
         self.adam = adam
         self._add_slot("m", self.params)
@@ -29,4 +30,5 @@ class Adam(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Adam:
+    """The recipe's Adam: its weight_decay and its declared hyperparameters."""
     return Adam(named_params, recipe.weight_decay, AdamMath(**recipe.optimizer_hyperparameters))

@@ -23,8 +23,10 @@ DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True, "takes": ["we
 
 
 class Lion(Optimizer):
+    """Keras Lion: the sign of the interpolated momentum as the step (module docstring)."""
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
                  weight_decay: float, *, beta_1: float, beta_2: float):
+        """Lion over `named_params`, decoupled decay `weight_decay`, Keras' beta_1 and beta_2."""
         super().__init__(named_params, weight_decay)
         # Keras casts both (ops.cast(self.beta_1, dtype)): through float32, even in float64
         self.beta_1, self.beta_2 = keras_float(beta_1), keras_float(beta_2)
@@ -45,4 +47,5 @@ class Lion(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Lion:
+    """The recipe's Lion: its weight_decay and its declared hyperparameters."""
     return Lion(named_params, recipe.weight_decay, **recipe.optimizer_hyperparameters)

@@ -74,6 +74,8 @@ class Muon(Optimizer):
                  exclude_layers: Iterable[str] = MUON_EXCLUDE_LAYERS,
                  flatten_conv: bool = False, adam_weight_decay: float | None = None,
                  hyperparameters: dict[str, float] | None = None):
+        """Muon over `named_params`: the Muon path decays at `weight_decay`, the AdamW path at
+        `adam_weight_decay` (None: the same); `hyperparameters` override the declared ones."""
         super().__init__(named_params, weight_decay)
         h = {**_H, **(hyperparameters or {})}
         self.adam = AdamMath(h["adam_beta_1"], h["adam_beta_2"], h["epsilon"])
@@ -92,6 +94,7 @@ class Muon(Optimizer):
         self._add_slot("v", self.adam_names)
 
     def decoupled_decays(self) -> list[tuple[list[str], float]]:
+        """The AdamW path decayed at adam_weight_decay, the Muon path at weight_decay."""
         return [(self.adam_names, self.adam_weight_decay), (self.muon_names, self.weight_decay)]
 
     def _update(self, lr: LR) -> None:
@@ -110,6 +113,7 @@ class Muon(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
+    """The recipe's Muon, routed as Keras routes it: both decays, the declared hyperparameters."""
     return Muon(named_params, recipe.weight_decay,
                 adam_weight_decay=recipe.muon_adam_weight_decay,
                 hyperparameters=recipe.optimizer_hyperparameters)

@@ -16,6 +16,7 @@ DECLARATION = {"label": "Muon (orthogonal kernels)", "base": "muon", "keras": No
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
+    """The recipe's Muon with the conv kernels on the orthogonalised path too."""
     return Muon(named_params, recipe.weight_decay, flatten_conv=True,
                 adam_weight_decay=recipe.muon_adam_weight_decay,
                 hyperparameters=recipe.optimizer_hyperparameters)

@@ -27,8 +27,10 @@ DECAY = 0.96  # Keras' fixed momentum-schedule base
 
 
 class Nadam(Optimizer):
+    """Keras Nadam: Adam with Nesterov momentum and a momentum schedule (module docstring)."""
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
                  *, beta_1: float, beta_2: float, epsilon: float):
+        """Nadam over `named_params`, decoupled decay `weight_decay`, Keras' betas and epsilon."""
         super().__init__(named_params, weight_decay)
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self._add_slot("m", self.params)
@@ -56,4 +58,5 @@ class Nadam(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Nadam:
+    """The recipe's Nadam: its weight_decay and its declared hyperparameters."""
     return Nadam(named_params, recipe.weight_decay, **recipe.optimizer_hyperparameters)

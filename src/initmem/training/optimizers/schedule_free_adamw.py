@@ -38,9 +38,11 @@ DECLARATION = {
 
 
 class ScheduleFreeAdamW(Optimizer):
+    """Schedule-Free AdamW: trained at y, evaluated at x (module docstring)."""
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
                  *, beta_1: float, beta_2: float, eps: float, warmup_steps: int, r: float,
                  weight_lr_power: float):
+        """Over `named_params`, z starting at them; the reference's hyperparameters."""
         super().__init__(named_params, weight_decay)
         self.decay = weight_decay  # a Python float, as the reference's
         self.beta_1, self.beta_2, self.eps = beta_1, beta_2, eps
@@ -51,9 +53,11 @@ class ScheduleFreeAdamW(Optimizer):
         self._add_run_scalar("weight_sum", 0.0)
 
     def decoupled_decays(self) -> list[tuple[list[str], float]]:
+        """None: its decay is inside its update, at y."""
         return []  # its decay is inside the update, at y
 
     def evaluation_parameters(self) -> dict[str, Tensor]:
+        """x, where the method is evaluated: y + (1 - 1/beta_1)(z - y), out of place."""
         return {n: torch.lerp(y, self.slots[f"{n}:z"], 1 - 1 / self.beta_1)
                 for n, y in self.params.items()}
 
@@ -80,5 +84,6 @@ class ScheduleFreeAdamW(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]
           ) -> ScheduleFreeAdamW:
+    """The recipe's Schedule-Free AdamW: its weight_decay and its declared hyperparameters."""
     return ScheduleFreeAdamW(named_params, recipe.weight_decay,
                              **recipe.optimizer_hyperparameters)

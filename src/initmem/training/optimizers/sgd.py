@@ -18,6 +18,7 @@ class SGD(Optimizer):
 
     def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], momentum: float,
                  weight_decay: float = 0.0):
+        """SGD over `named_params` at `momentum` (0: no velocity), decoupled decay weight_decay."""
         super().__init__(named_params, weight_decay)
         self.momentum = keras_float(momentum)
         if momentum:
@@ -38,4 +39,5 @@ class SGD(Optimizer):
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
+    """The recipe's SGD without momentum, with its weight_decay."""
     return SGD(named_params, 0.0, recipe.weight_decay)

@@ -15,4 +15,5 @@ DECLARATION = {"label": "SGD with momentum", "tex_label": "SGD$~(\\beta=0.9)$",
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
+    """The recipe's SGD with its momentum and weight_decay."""
     return SGD(named_params, recipe.momentum, recipe.weight_decay)
