@@ -61,7 +61,7 @@ def test_a_staged_studys_archive_expects_only_the_runs_its_looks_asked_for(
     """The first two runs asked for, one of them recorded... of the four planned: the other
     two were never needed, so neither the archive nor the aggregate counts them missing."""
     runs = grid.expand_runs(config)
-    listed = tmp_path / "look5.runs.txt"
+    listed = tmp_path / "asked.txt"
     listed.write_text(f"{runs[0].run_id}\n{runs[1].run_id}\n")
     assert cli.main(["archive", "pack", "--config", str(TEST_CONFIG), "--records",
                      str(records), "--expected", str(listed), "--out",

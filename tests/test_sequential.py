@@ -314,6 +314,23 @@ def test_the_runs_asked_for_are_those_of_the_looks_each_claim_was_open_at():
     assert staging.asked(decided.assign(decision="continue", look=5)) == set(staging.runs)
 
 
+def test_claims_asked_writes_the_runs_a_staged_studys_looks_asked_for(tmp_path, capsys):
+    """The workflow's rule asked_runs, on config/gpu_first.yaml's last look: every claim
+    decided at look 1 asks for look 1's runs only."""
+    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    decisions = pd.DataFrame([{"id": c.claim["id"], "decision": "not run", "look": 1}
+                              for c in staging.claims])
+    decisions.to_csv(tmp_path / "look5.csv", index=False)
+    out = tmp_path / "looks" / "runs.txt"
+    assert main(["claims", "--asked", str(tmp_path / "look5.csv"), "--config",
+                 str(GPU_FIRST), "--out-runs", str(out)]) == 0
+    assert out.read_text().split() == sorted(staging.wanted(0, set(decisions["id"])))
+    assert f"of the config's {len(staging.runs)} runs asked for" in capsys.readouterr().out
+    assert main(["claims", "--asked", str(tmp_path / "look5.csv"), "--config",
+                 str(GPU_FIRST)]) == 2
+    assert "--asked needs --config" in capsys.readouterr().err
+
+
 def test_a_cell_of_several_configurations_runs_each_ones_seeds_in_looks():
     """sgd_clock_threshold's cells read the 5,000-epoch runs (3 seeds) and the main grid's
     (15): look 1 trains 2 of the first's seeds, not the 3 a fifth of 15 would take."""

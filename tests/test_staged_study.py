@@ -70,7 +70,7 @@ def test_a_staged_study_trains_its_looks_for_real_then_builds_the_paper(tmp_path
     # each look trained what the one before asked for, after it decided
     staging = staged.Staging.of(load_config(config), read_claims(where / "paper" / "claims.yaml"))
     seeds = staged.seeds_at(10, last["look"] - 1)
-    asked = set((looks / "look5.runs.txt").read_text().split())
+    asked = set((looks / "runs.txt").read_text().split())
     assert asked == staging.claims[0].run_ids(last["look"] - 1) | staging.unread()
     assert len(asked) == 2 * seeds + 2
     trained = list((where / "results" / "runs").glob("*/*/*/*/summary.parquet"))

@@ -3,23 +3,20 @@
 # (results/looks/look<j>.csv). Look j + 1's runs are those the claims it leaves open add
 # (look_runs), so Snakemake trains them only once look j has decided, and trains nothing
 # more once every claim is decided. The aggregate reads every run the looks trained, and
-# only those are expected of the study (results/looks/look<j>.runs.txt: the runs asked for
-# by look j; the config's others were never needed, so they are not missing).
+# only those are expected of the study (ASKED_FILE, rule asked_runs: the config's other
+# runs were never needed, so they are not missing).
+ASKED_FILE = "results/looks/runs.txt"
 
 
 def look_file(j):
     return f"results/looks/look{j}.csv"
 
 
-def asked_file(j):
-    return f"results/looks/look{j}.runs.txt"
-
-
 def open_after(j):
     """The claims open after look j (every claim before the first)."""
     if j == 0:
         return {cells.claim["id"] for cells in STAGING.claims}
-    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output.decisions)
+    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output[0])
 
 
 def look_runs(j):
@@ -35,12 +32,12 @@ def staged_records():
     last look's decisions), and every run the looks trained."""
     last = len(staged.LOOKS)
     runs = set().union(*(look_runs(j) for j in range(1, last + 1)))
-    return [asked_file(last), *sorted(runs)]
+    return [ASKED_FILE, *sorted(runs)]
 
 
 def expected_flag():
     """The aggregate's and the archive's --expected: a staged study's asked-for runs."""
-    return ["--expected", asked_file(len(staged.LOOKS))] if STAGING else []
+    return ["--expected", ASKED_FILE] if STAGING else []
 
 
 for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
@@ -54,8 +51,7 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
             previous=[look_file(j - 1)] if j > 1 else [],
             summaries=lambda wildcards, j=j: look_runs(j),
         output:
-            decisions=look_file(j),
-            runs=asked_file(j),
+            look_file(j),
         log:
             f"logs/looks/look{j}.log",
         localrule: True
@@ -68,4 +64,25 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
         shell:
             "{params.initmem} claims --look {params.look:q} --config {input.config:q} "
             "--records results/runs {params.previous:q} --claims {input.claims:q} "
-            "--out-csv {output.decisions:q} --out-runs {output.runs:q} > {log:q} 2>&1"
+            "--out-csv {output:q} > {log:q} 2>&1"
+
+
+if STAGING:
+
+    rule asked_runs:
+        input:
+            config=CONFIG_FILE,
+            claims=PAPER_DIR / "claims.yaml",
+            decisions=look_file(len(staged.LOOKS)),
+        output:
+            ASKED_FILE,
+        log:
+            "logs/looks/asked.log",
+        localrule: True
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            initmem=INITMEM,
+        shell:
+            "{params.initmem} claims --asked {input.decisions:q} --config {input.config:q} "
+            "--claims {input.claims:q} --out-runs {output:q} > {log:q} 2>&1"

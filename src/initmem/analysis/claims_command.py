@@ -88,9 +88,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="--look: the run folders root (default %(default)s)")
     parser.add_argument("--previous", type=Path,
                         help="--look: the previous look's decisions (its --out-csv)")
-    parser.add_argument("--out-runs", type=Path,
-                        help="--look: the ids of the runs the looks asked for so far, one a "
-                             "line (the aggregate's expected runs of a staged study)")
+    parser.add_argument("--asked", type=Path, metavar="DECISIONS",
+                        help="in a staged study: from its last look's decisions (a --look "
+                             "--out-csv), write the ids of the runs its looks asked for to "
+                             "--out-runs, one a line (the aggregate's expected runs)")
+    parser.add_argument("--out-runs", type=Path, help="--asked: the run ids' file")
     parser.add_argument("--draws", type=int, default=20,
                         help="--plan: simulated studies behind the staged design's expected "
                              "device-hours per look (0: leave the staged design out; "
@@ -112,6 +114,8 @@ def main(args: argparse.Namespace) -> int:
                          "per claim)")
     if args.staged:
         return replay(args)
+    if args.asked is not None:
+        return asked_runs(args)
     if args.look is not None:
         return judge_look(args)
     if not args.runs and not args.archive:
@@ -159,10 +163,19 @@ def judge_look(args: argparse.Namespace) -> int:
     table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
-    if args.out_runs:
-        Path(args.out_runs).write_text("".join(f"{run_id}\n"
-                                               for run_id in sorted(staging.asked(table))))
     print(tally(table["decision"], sequential.DECISIONS, f"claims after look {args.look}"))
+    return 0
+
+
+def asked_runs(args: argparse.Namespace) -> int:
+    """`--asked`: the runs a staged study's looks asked for, after its last decisions."""
+    if args.config is None or args.out_runs is None:
+        raise InputError("--asked needs --config (the staged study's) and --out-runs")
+    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
+    ids = sorted(staging.asked(pd.read_csv(args.asked)))
+    Path(args.out_runs).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out_runs).write_text("".join(f"{run_id}\n" for run_id in ids))
+    print(f"{len(ids)} of the config's {len(staging.runs)} runs asked for by its looks")
     return 0
 
 

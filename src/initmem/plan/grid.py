@@ -174,7 +174,7 @@ def expand_runs(config: dict[str, Any]) -> list[Run]:
 
 def asked_runs(runs: list[Run], listed: str, where: str, strict: bool = True) -> list[Run]:
     """A staged study's expected runs: those of `runs` that `listed` names, one id a line
-    (the runs its looks asked for: `initmem claims --look ... --out-runs`); the others were
+    (the runs its looks asked for: `initmem claims --asked ... --out-runs`); the others were
     never needed, so they are not missing. strict: an id that is no run of `runs` is an
     error naming it (else it is passed over: an archive read with another config)."""
     ids = {line.strip() for line in listed.splitlines() if line.strip()}
@@ -182,7 +182,7 @@ def asked_runs(runs: list[Run], listed: str, where: str, strict: bool = True) ->
     if strict and unknown:
         raise ConfigError(f"{where}: {len(unknown)} of its run ids are not runs of the "
                           f"config, the first {unknown[0]!r}: it lists the runs a staged "
-                          "study's looks asked for (initmem claims --look ... --out-runs)")
+                          "study's looks asked for (initmem claims --asked ... --out-runs)")
     return [run for run in runs if run.run_id in ids]
 
 

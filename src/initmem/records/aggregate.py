@@ -148,9 +148,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, required=True, help="runs.parquet to write")
     parser.add_argument("--epochs", type=Path, required=True, help="epochs.parquet to write")
     parser.add_argument("--expected", type=Path,
-                        help="a staged study's asked-for run ids (results/looks/look5.runs."
-                             "txt): the only runs expected; the config's others were never "
-                             "needed")
+                        help="a staged study's asked-for run ids (results/looks/runs.txt): "
+                             "the only runs expected; the config's others were never needed")
 
 
 def main(args: argparse.Namespace) -> int:

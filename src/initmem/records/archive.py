@@ -215,7 +215,7 @@ def read_asked(path: str | Path) -> str | None:
 
 
 def read_listed(path: str | Path) -> str:
-    """The asked-for run ids the workflow wrote (results/looks/look<j>.runs.txt): a
+    """The asked-for run ids the workflow wrote (results/looks/runs.txt): a
     regular file of ASCII text (a link, a FIFO or a larger file is refused, not followed)."""
     data = untrusted.read_bytes(path, MAX_BYTES[ASKED], "a list of run ids", RecordError)
     try:
@@ -317,7 +317,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     make.add_argument("--records", type=Path, required=True, help="run folders root")
     make.add_argument("--out", type=Path, required=True, help="archive file to write")
     make.add_argument("--expected", type=Path,
-                      help="a staged study's asked-for run ids (results/looks/look5.runs.txt)"
+                      help="a staged study's asked-for run ids (results/looks/runs.txt)"
                            ": its only expected runs")
     back = sub.add_parser("unpack", help="write an archive's runs back as record files")
     back.add_argument("archive", type=Path)
