@@ -36,3 +36,25 @@ rule aggregate_runs:
     shell:
         "{params.initmem} aggregate --config {input.config:q} {params.source:q} "
         "{params.expected:q} --runs {output.runs:q} --epochs {output.epochs:q} > {log:q} 2>&1"
+
+
+# A staged study's expected runs: those its looks asked for (workflow/rules/looks.smk).
+if STAGING:
+
+    rule asked_runs:
+        input:
+            config=CONFIG_FILE,
+            claims=PAPER_DIR / "claims.yaml",
+            decisions=look_file(len(staged.LOOKS)),
+        output:
+            ASKED_FILE,
+        log:
+            "logs/looks/asked.log",
+        localrule: True
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            initmem=INITMEM,
+        shell:
+            "{params.initmem} claims --asked {input.decisions:q} --config {input.config:q} "
+            "--claims {input.claims:q} --out-runs {output:q} > {log:q} 2>&1"

@@ -3,9 +3,8 @@
 # (results/looks/look<j>.csv). Look j + 1's runs are those the claims it leaves open add
 # (look_runs), so Snakemake trains them only once look j has decided, and trains nothing
 # more once every claim is decided. The aggregate reads every run the looks trained, and
-# only those are expected of the study (ASKED_FILE, rule asked_runs: the config's other
+# only those are expected of the study (ASKED_FILE, written by the asked_runs rule; the other
 # runs were never needed, so they are not missing).
-ASKED_FILE = "results/looks/runs.txt"
 
 
 def look_file(j):
@@ -16,7 +15,7 @@ def open_after(j):
     """The claims open after look j (every claim before the first)."""
     if j == 0:
         return {cells.claim["id"] for cells in STAGING.claims}
-    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output[0])
+    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output.decisions)
 
 
 def look_runs(j):
@@ -51,7 +50,7 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
             previous=[look_file(j - 1)] if j > 1 else [],
             summaries=lambda wildcards, j=j: look_runs(j),
         output:
-            look_file(j),
+            decisions=look_file(j),
         log:
             f"logs/looks/look{j}.log",
         localrule: True
@@ -64,25 +63,4 @@ for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
         shell:
             "{params.initmem} claims --look {params.look:q} --config {input.config:q} "
             "--records results/runs {params.previous:q} --claims {input.claims:q} "
-            "--out-csv {output:q} > {log:q} 2>&1"
-
-
-if STAGING:
-
-    rule asked_runs:
-        input:
-            config=CONFIG_FILE,
-            claims=PAPER_DIR / "claims.yaml",
-            decisions=look_file(len(staged.LOOKS)),
-        output:
-            ASKED_FILE,
-        log:
-            "logs/looks/asked.log",
-        localrule: True
-        conda:
-            "../../envs/analysis.yaml"
-        params:
-            initmem=INITMEM,
-        shell:
-            "{params.initmem} claims --asked {input.decisions:q} --config {input.config:q} "
-            "--claims {input.claims:q} --out-runs {output:q} > {log:q} 2>&1"
+            "--out-csv {output.decisions:q} > {log:q} 2>&1"
