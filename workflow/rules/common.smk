@@ -60,7 +60,8 @@ PACKS = {} if ARCHIVE else staged.study_packs(config, CLAIMS_PATH)
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)
 RUNS_TABLE = "results/aggregate/runs.parquet"
-ASKED_FILE = "results/looks/runs.txt"  # a staged study's expected runs (rule asked_runs)
+# A staged study's expected runs: those its looks asked for (the asked_runs rule).
+ASKED_FILE = "results/looks/runs.txt"
 EPOCHS_TABLE = "results/aggregate/epochs.parquet"
 CONFIG_FILE = "results/config.yaml"
 ARCHIVE_FILE = "results/archive/runs.tar"
