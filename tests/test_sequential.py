@@ -312,6 +312,9 @@ def test_the_runs_asked_for_are_those_of_the_looks_each_claim_was_open_at():
     assert staging.asked(decided.assign(look=1)) == staging.claims[0].run_ids(0) | \
         staging.unread()
     assert staging.asked(decided.assign(decision="continue", look=5)) == set(staging.runs)
+    # what `initmem status` counts: nothing more once decided, every seed while open
+    assert staging.needed(decided) == asked and staging.needed(None) == set(staging.runs)
+    assert staging.needed(decided.assign(decision="continue", look=1)) == set(staging.runs)
 
 
 def test_claims_asked_writes_the_runs_a_staged_studys_looks_asked_for(tmp_path, capsys):

@@ -206,6 +206,16 @@ class Staging:
             asked |= self.wanted(look, set(decisions.loc[decisions["look"] > look, "id"]))
         return asked
 
+    def needed(self, decisions: pd.DataFrame | None) -> set[str]:
+        """The runs the study asked for by the looks of `decisions` (judge_look's table;
+        None: no look decided yet, every run may be) and those its later looks may still
+        ask for: the seeds of the claims left open."""
+        if decisions is None:
+            return set(self.runs)
+        open_ids = set(decisions.loc[decisions["decision"] == "continue", "id"])
+        later = range(int(decisions["look"].max()), len(LOOKS))
+        return self.asked(decisions).union(*(self.wanted(look, open_ids) for look in later))
+
     def max_hours(self) -> list[float]:
         """Device-hours of each look when every claim stays open to the end."""
         every = {c.claim["id"] for c in self.claims}
@@ -609,6 +619,17 @@ def looks_text(staging: Staging, folder: Path, recorded: set[str],
     if waiting.empty:
         lines.append("  every claim is decided: no more seeds to train")
     return "\n".join(lines)
+
+
+def last_decisions(folder: Path) -> pd.DataFrame | None:
+    """The decisions of the last look decided (its look<j>.csv in `folder`), or None."""
+    files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
+    return pd.read_csv(files[-1], keep_default_na=False) if files else None
+
+
+def needed_runs(staging: Staging, folder: Path) -> set[str]:
+    """The runs the staged study still needs after the looks decided in `folder`."""
+    return staging.needed(last_decisions(folder))
 
 
 def look_lines(staging: Staging, folder: Path, recorded: set[str],

@@ -106,13 +106,18 @@ def sweep_status(config_path: str | Path, records: str | Path,
     staging = (staged.Staging.of(config, judge.read_claims(claims)) if config["staged"]
                else None)
     packs = staging.packs() if staging else make_packs(config)
+    if staging:  # the seeds no open claim will ask for are not queued work
+        needed = staged.needed_runs(staging, records.parent / "looks")
+        packs = {pack_id: pack for pack_id, pack in packs.items()
+                 if any(run.run_id in needed for run in pack.runs)}
     beats = {pack_id: b for pack_id, pack in packs.items()
              if (b := heartbeat.read(heartbeat.path_of(root, pack))) is not None}
     now, slurm = time.time(), cluster.Snapshot()
     verdicts = {pack_id: heartbeat.state(b, now, slurm=slurm) for pack_id, b in beats.items()}
     rows, walls, finished, recorded = [], {}, [], set()
     for pack_id, pack in packs.items():
-        states, run_walls = _run_states(pack, records, verdicts.get(pack_id), recorded)
+        states, run_walls = _run_states(pack, records, verdicts.get(pack_id), recorded,
+                                        needed if staging else None)
         rows.append({"family": pack.recipe.family, "recipe_id": pack.recipe.recipe_id,
                      "b": pack.recipe.b, **states})
         walls[pack_id] = max(run_walls, default=0.0)
@@ -135,14 +140,17 @@ def sweep_status(config_path: str | Path, records: str | Path,
 
 
 def _run_states(pack: Pack, records: Path, verdict: heartbeat.Verdict | None,
-                recorded: set[str]) -> tuple[Counter, list[float]]:
+                recorded: set[str], needed: set[str] | None) -> tuple[Counter, list[float]]:
     """The pack's runs counted by state (`verdict`: its trainer's heartbeat, if any), and
-    the wall times of its finished ones; the ids of those added to `recorded`."""
+    the wall times of its finished ones; the ids of those added to `recorded`. `needed`:
+    a staged study's runs still needed (the others are not counted), None: every run."""
     counts, walls = Counter({s: 0 for s in STATES}), []
     pending = QUEUED
     if verdict is not None:
         pending = RUNNING if verdict.state in HOLDING else FAILED
     for run in pack.runs:
+        if needed is not None and run.run_id not in needed:
+            continue
         finding, summary = verify_run(records, run)
         if finding.state == GOOD:
             recorded.add(run.run_id)
@@ -288,7 +296,9 @@ def _table(rows: list[list[str]]) -> list[str]:
 def render(status: SweepStatus) -> str:
     """The status as text: counts, trainers, device-hours and ETA, SLURM jobs."""
     total = sum(status.total.values())
-    lines = [f"{terminal(status.config)} at {_clock(status.when)}: {total:,} runs"]
+    lines = [f"{terminal(status.config)} at {_clock(status.when)}: {total:,} runs"
+             + (" (a staged study's: those its looks asked for or may still ask for)"
+                if status.looks else "")]
     if status.looks:
         lines += [*map(terminal, status.looks.splitlines()), ""]
     header = ["family", "recipe", "b", *STATES]
@@ -307,8 +317,9 @@ def render(status: SweepStatus) -> str:
     pace = (f"at {h['pace']:.3g}x the projection, the pace so far" if h["measured"]
             else "as projected: nothing trained yet")
     eta = f"ETA {_clock(status.eta)}" if status.eta else "no ETA: nothing is training"
+    model = "`initmem cost`'s model of those runs" if status.looks else "`initmem cost`"
     lines += ["", f"device-hours: {cost.hours_text(h['spent'])} spent of "
-                  f"{cost.hours_text(h['projected'])} projected (`initmem cost`); "
+                  f"{cost.hours_text(h['projected'])} projected ({model}); "
                   f"{cost.hours_text(h['remaining'])} remaining ({pace}); {eta}"]
     if status.slurm:
         lines += ["", "SLURM jobs:"]
