@@ -202,26 +202,28 @@ def read_environment(path: str | Path) -> dict[str, Any] | None:
 def read_asked(path: str | Path) -> str | None:
     """A staged study's asked-for run ids (pack's `asked`), checked; None for an archive
     of a fixed study, which expects every run of its config."""
-    if ASKED not in read_manifest(path)["sha256"]:
+    sums = read_manifest(path)["sha256"]
+    if ASKED not in sums:
         return None
     data = _read(path, ASKED)[1]
-    if _sha256(data) != read_manifest(path)["sha256"][ASKED]:
+    if _sha256(data) != sums[ASKED]:
         raise RecordError(f"{path}:{ASKED} is damaged (its bytes do not match the "
                           "manifest's checksum); restore the archive from a good copy")
-    try:
-        return data.decode("ascii")
-    except UnicodeDecodeError:
-        raise RecordError(f"{path}:{ASKED} is not a list of run ids (not ASCII text)") from None
+    return _run_ids_text(data, f"{path}:{ASKED}")
 
 
 def read_listed(path: str | Path) -> str:
-    """The asked-for run ids the workflow wrote (results/looks/runs.txt): a
-    regular file of ASCII text (a link, a FIFO or a larger file is refused, not followed)."""
+    """The asked-for run ids the workflow wrote (results/looks/runs.txt): a regular file
+    of ASCII text (a link, a FIFO or a larger file is refused, not followed)."""
     data = untrusted.read_bytes(path, MAX_BYTES[ASKED], "a list of run ids", RecordError)
+    return _run_ids_text(data, str(path))
+
+
+def _run_ids_text(data: bytes, where: str) -> str:
     try:
         return data.decode("ascii")
     except UnicodeDecodeError:
-        raise RecordError(f"{path}: not a list of run ids (not ASCII text)") from None
+        raise RecordError(f"{where}: not a list of run ids (not ASCII text)") from None
 
 
 def archive_runs(config: dict[str, Any], path: str | Path) -> list[Run]:
