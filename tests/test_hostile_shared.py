@@ -186,3 +186,15 @@ def test_an_archives_config_prints_inert_whatever_its_strings(strings):
           redirect_stdout(io.StringIO()) as out):
         assert cli.main(["archive", "config", "crafted.tar"]) == 0
     assert all(line.isprintable() for line in out.getvalue().splitlines()), out.getvalue()
+
+
+def test_a_looks_decisions_that_are_a_fifo_stop_status_at_once(tmp_path):
+    """A staged study's look<j>.csv planted as a FIFO in a shared results folder: `initmem
+    status` (and the looks that read it) refuse it in one line instead of blocking."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "looks").mkdir()
+    os.mkfifo(tmp_path / "looks" / "look1.csv")
+    (tmp_path / "looks" / "lookx.csv").write_text("not a look")  # passed over, not a crash
+    with deadline(10), pytest.raises(InputError, match="look1.csv: a FIFO, not a regular"):
+        status.sweep_status(root / "config" / "gpu_first.yaml", tmp_path / "runs", None,
+                            root / "paper" / "published", root / "paper" / "claims.yaml")

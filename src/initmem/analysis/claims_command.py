@@ -158,7 +158,7 @@ def judge_look(args: argparse.Namespace) -> int:
                          f"{args.look - 1}) is needed from look 2 on, and only there")
     config = load_config(args.config)
     runs, epochs = tables_from_records(config, args.records)
-    previous = None if args.previous is None else pd.read_csv(args.previous)
+    previous = None if args.previous is None else staged.read_decisions(args.previous)
     staging = staged.Staging.of(config, read_claims(args.claims))
     table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def asked_runs(args: argparse.Namespace) -> int:
     if args.config is None or args.out_runs is None:
         raise InputError("--asked needs --config (the staged study's) and --out-runs")
     staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
-    ids = sorted(staging.asked(pd.read_csv(args.asked)))
+    ids = sorted(staging.asked(staged.read_decisions(args.asked)))
     Path(args.out_runs).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out_runs).write_text("".join(f"{run_id}\n" for run_id in ids))
     print(f"{len(ids)} of the config's {len(staging.runs)} runs asked for by its looks")

@@ -16,6 +16,7 @@ correlated here), which only matters for the expected cost, not for a claim's er
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy
 
+from initmem import untrusted
 from initmem.analysis import claims as judge
 from initmem.analysis import design, inference, metrics, sequential
 from initmem.analysis.inference import Estimate
@@ -585,9 +587,25 @@ def judge_look(staging: Staging, look: int, runs: pd.DataFrame, epochs: pd.DataF
     return pd.DataFrame(rows)
 
 
+DECISIONS_BYTES = 16 * 1024 * 1024  # a look's table: a row per claim
+
+
+def read_decisions(path: str | Path) -> pd.DataFrame:
+    """A look's decisions (judge_look's table, as CSV), read as a file of a shared results
+    folder: a regular file of bounded size (a link or a FIFO is refused, not followed)."""
+    data = untrusted.read_bytes(path, DECISIONS_BYTES, "a look's decisions (CSV)")
+    return pd.read_csv(io.BytesIO(data), keep_default_na=False)
+
+
+def decided_looks(folder: Path) -> list[Path]:
+    """The looks' decision files of `folder` (look<j>.csv), in look order."""
+    files = [p for p in folder.glob("look*.csv") if p.stem.removeprefix("look").isdigit()]
+    return sorted(files, key=lambda p: int(p.stem.removeprefix("look")))
+
+
 def open_claims(decisions: str | Path) -> set[str]:
     """The claims a look's decisions (judge_look's table, as CSV) leave open."""
-    table = pd.read_csv(decisions)
+    table = read_decisions(decisions)
     return set(table.loc[table["decision"] == "continue", "id"])
 
 
@@ -604,12 +622,12 @@ def looks_text(staging: Staging, folder: Path, recorded: set[str],
     """Where a staged study stands (`initmem status`): its last decided look, each look's
     state (`look_lines`), and what each claim still open waits for. `recorded`: the run
     ids with good records; `spent`: device-seconds by pack id."""
-    files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
+    files = decided_looks(folder)
     each = look_lines(staging, folder, recorded, spent)
     if not files:
         return "\n".join([f"staged: look 1 of {len(LOOKS)} training (no look decided yet)",
                           *each])
-    table = pd.read_csv(files[-1], keep_default_na=False)
+    table = read_decisions(files[-1])
     counts = table["decision"].value_counts()
     lines = [f"staged: look {files[-1].stem.removeprefix('look')} of {len(LOOKS)} decided: "
              + ", ".join(f"{counts[k]} {k}" for k in sequential.DECISIONS if k in counts),
@@ -623,8 +641,8 @@ def looks_text(staging: Staging, folder: Path, recorded: set[str],
 
 def last_decisions(folder: Path) -> pd.DataFrame | None:
     """The decisions of the last look decided (its look<j>.csv in `folder`), or None."""
-    files = sorted(folder.glob("look*.csv"), key=lambda p: int(p.stem.removeprefix("look")))
-    return pd.read_csv(files[-1], keep_default_na=False) if files else None
+    files = decided_looks(folder)
+    return read_decisions(files[-1]) if files else None
 
 
 def needed_runs(staging: Staging, folder: Path) -> set[str]:
