@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     if args.staged:
         return replay(args)
     if args.asked is not None:
-        return asked_runs(args)
+        return write_asked(args)
     if args.look is not None:
         return judge_look(args)
     if not args.runs and not args.archive:
@@ -167,7 +167,7 @@ def judge_look(args: argparse.Namespace) -> int:
     return 0
 
 
-def asked_runs(args: argparse.Namespace) -> int:
+def write_asked(args: argparse.Namespace) -> int:
     """`--asked`: the runs a staged study's looks asked for, after its last decisions."""
     if args.config is None or args.out_runs is None:
         raise InputError("--asked needs --config (the staged study's) and --out-runs")

@@ -106,8 +106,9 @@ def sweep_status(config_path: str | Path, records: str | Path,
     staging = (staged.Staging.of(config, judge.read_claims(claims)) if config["staged"]
                else None)
     packs = staging.packs() if staging else make_packs(config)
-    if staging:  # the seeds no open claim will ask for are not queued work
-        needed = staged.needed_runs(staging, records.parent / "looks")
+    # a staged study's seeds that no open claim will ask for are not queued work
+    needed = staged.needed_runs(staging, records.parent / "looks") if staging else None
+    if needed is not None:
         packs = {pack_id: pack for pack_id, pack in packs.items()
                  if any(run.run_id in needed for run in pack.runs)}
     beats = {pack_id: b for pack_id, pack in packs.items()
@@ -116,8 +117,7 @@ def sweep_status(config_path: str | Path, records: str | Path,
     verdicts = {pack_id: heartbeat.state(b, now, slurm=slurm) for pack_id, b in beats.items()}
     rows, walls, finished, recorded = [], {}, [], set()
     for pack_id, pack in packs.items():
-        states, run_walls = _run_states(pack, records, verdicts.get(pack_id), recorded,
-                                        needed if staging else None)
+        states, run_walls = _run_states(pack, records, verdicts.get(pack_id), recorded, needed)
         rows.append({"family": pack.recipe.family, "recipe_id": pack.recipe.recipe_id,
                      "b": pack.recipe.b, **states})
         walls[pack_id] = max(run_walls, default=0.0)
