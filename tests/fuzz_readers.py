@@ -262,10 +262,38 @@ def tar_of(members: dict[str, bytes]) -> bytes:
     return fh.getvalue()
 
 
+# A Parquet column's type -> its values; a drawn table's columns take one of these types
+COLUMN_VALUES = {pa.int64(): st.integers(-(2**63), 2**63 - 1),
+                 pa.float64(): st.floats(allow_nan=True, allow_infinity=True),
+                 pa.string(): st.text(max_size=20), pa.bool_(): st.booleans()}
+
+
+@st.composite
+def drawn_table(draw: st.DrawFn, seed: bytes) -> bytes:
+    """A record table generated from a real member's schema: each column kept (1 in 8
+    dropped) as its own type or another one, 0-4 rows of values drawn for that type, of
+    the real column's values half the time (so rows still name real runs), nulls among
+    them; sealed as initmem seals one."""
+    real = pq.read_table(pa.BufferReader(seed))
+    rows = draw(st.integers(0, 4))
+    columns = {}
+    for field in real.schema:
+        if draw(st.integers(0, 7)) == 0:
+            continue
+        kind = (field.type if field.type in COLUMN_VALUES and draw(st.booleans())
+                else draw(st.sampled_from(list(COLUMN_VALUES))))
+        values = COLUMN_VALUES[kind]
+        if kind == field.type and draw(st.booleans()):
+            values = st.sampled_from(real.column(field.name).to_pylist())
+        columns[field.name] = pa.array(
+            draw(st.lists(st.none() | values, min_size=rows, max_size=rows)), type=kind)
+    return archive._parquet_bytes(pa.table(columns))
+
+
 @st.composite
 def archive_members(draw: st.DrawFn) -> dict[str, bytes]:
-    """A good archive's members with one or two of them replaced: mutated bytes, or a
-    manifest whose fields are drawn."""
+    """A good archive's members with one or two of them replaced: mutated bytes, a
+    manifest whose fields are drawn, or a record table generated from its schema."""
     members = dict(archive_seed())
     for name in draw(st.lists(st.sampled_from(sorted(members)), min_size=1, max_size=2,
                               unique=True)):
@@ -274,6 +302,8 @@ def archive_members(draw: st.DrawFn) -> dict[str, bytes]:
             key = draw(st.sampled_from(sorted(manifest)))
             manifest[key] = draw(VALUES)
             members[name] = json_bytes(manifest)
+        elif name.endswith(".parquet") and draw(st.booleans()):
+            members[name] = draw(drawn_table(members[name]))
         else:
             members[name] = draw(mutated([members[name]]))
     return members
@@ -294,8 +324,8 @@ def read_whole_archive(path: Path) -> None:
 
 def record_inputs(name: str) -> st.SearchStrategy[bytes]:
     seed = archive_seed()[name]
-    table = pq.read_table(pa.BufferReader(seed))
-    return mutated([seed, _one_row(table, name)])
+    one_run = _one_row(pq.read_table(pa.BufferReader(seed)), name)
+    return mutated([seed, one_run]) | drawn_table(one_run)
 
 
 def _one_row(table: pa.Table, name: str) -> bytes:

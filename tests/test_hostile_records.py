@@ -278,3 +278,13 @@ def test_a_run_id_archived_twice_is_damage(tmp_path, good, capsys):
     run_id = archive.read_archive(good)[0].column("run_id")[0].as_py()
     refused(["archive", "unpack", str(crafted), "--out", str(tmp_path / "out")], capsys,
             f"summary.parquet: run {run_id} has 2 summary rows; an archive holds one per run")
+
+
+def test_an_empty_table_that_lacks_a_column_is_refused_in_one_line(tmp_path, good, capsys):
+    """Found by the schema-drawn fuzzing: an empty history member without a column named
+    its row 0's run, a row it does not have (IndexError)."""
+    def edit(frames):
+        frames["history.parquet"] = frames["history.parquet"].drop(columns="T_adapt").head(0)
+    bad = resealed(good, tmp_path / "bad.tar", edit)
+    refused(["archive", "unpack", str(bad), "--out", str(tmp_path / "out")], capsys,
+            f"{bad}:history.parquet: record lacks columns ['T_adapt']")

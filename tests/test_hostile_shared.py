@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 from unittest.mock import patch
@@ -20,7 +21,8 @@ from test_resume import PACK, deadline
 from initmem import cli
 from initmem.analysis import status
 from initmem.errors import InputError
-from initmem.markup import terminal
+from initmem.markup import InertStream, terminal
+from initmem.plan import grid
 from initmem.records import archive, heartbeat
 from initmem.records.verify import DAMAGED, verify_folders, verify_run
 from initmem.untrusted import read_bytes
@@ -126,6 +128,28 @@ def test_status_prints_a_heartbeats_fields_as_a_terminal_shows_them():
     lines = status._table([["pack", "state", "pid", "host", "ended"], trainer])
     assert all(line.isprintable() for line in lines), lines
     assert "\\x1b]52;c;ZWNobw==\\x07" in lines[1] and "\\u202eended\\r" in lines[1]
+
+
+@given(st.text())
+def test_the_inert_stream_passes_on_only_printable_text_newlines_and_tabs(text):
+    out = io.StringIO()
+    assert InertStream(out).write(text) == len(text)
+    assert all(line.isprintable() for line in out.getvalue().replace("\t", "").split("\n"))
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        assert out.getvalue() == text  # what is already inert passes unchanged
+
+
+@pytest.mark.parametrize("text", ESCAPES)
+def test_every_command_prints_inert_whatever_line_prints_a_files_text(monkeypatch, capsys,
+                                                                      text):
+    """Not one command's lines audited one by one: the command line's streams are inert,
+    so a line that forgets `terminal` prints a file's text inert all the same."""
+    monkeypatch.setattr(grid, "main", lambda args: print(text) or print(text, file=sys.stderr))
+    assert cli.main(["grid"]) == 0
+    out, err = capsys.readouterr()
+    assert out == err and out.endswith("\n")
+    assert out[:-1].replace("\n", "").isprintable(), out  # newlines pass: see InertStream
+    assert sys.stdout is not None and not isinstance(sys.stdout, InertStream)
 
 
 def test_an_error_quoting_a_files_text_prints_inert(tmp_path, capsys):

@@ -15,7 +15,7 @@ import os
 import sys
 
 from initmem.errors import InputError, describe_os_error
-from initmem.markup import terminal
+from initmem.markup import InertStream, terminal
 
 INPUT_EXIT = 2  # bad input: argparse's status for bad arguments
 IO_EXIT = 74  # EX_IOERR: a read or write failed (full disk, read-only folder, missing file)
@@ -70,14 +70,24 @@ def main(argv: list[str] | None = None) -> int:
                                       description=COMMANDS[argv[0]][1])
     module.configure_parser(command)
     args = command.parse_args(argv[1:])
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
+    try:
+        return _run(module, args, argv[0])
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(module: object, args: argparse.Namespace, name: str) -> int:
+    """The command's status; its bad input and failed reads or writes as one line each."""
     try:
         return int(module.main(args) or 0)
     except InputError as err:
-        print(f"initmem {argv[0]}: error: {terminal(err)}", file=sys.stderr)
+        print(f"initmem {name}: error: {terminal(err)}", file=sys.stderr)
         return INPUT_EXIT
     except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
-        print(f"initmem {argv[0]}: error: {terminal(describe_os_error(err))}", file=sys.stderr)
+        print(f"initmem {name}: error: {terminal(describe_os_error(err))}", file=sys.stderr)
         return IO_EXIT

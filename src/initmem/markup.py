@@ -13,7 +13,8 @@ cursor over earlier lines, write the user's clipboard (OSC 52) or hide a link (O
 
 from __future__ import annotations
 
-import unicodedata
+import sys
+from typing import Any, TextIO
 
 TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
@@ -42,13 +43,44 @@ def md_escape(text: object) -> str:
 
 
 def terminal(text: object) -> str:
-    """Text as a terminal shows it, on one line and inert: each control character (C0
-    and C1: escape sequences, carriage return, newline), format character (bidirectional
-    overrides, which reorder what follows) and line separator written as its Python
-    escape (\\x1b, \\u202e)."""
-    return "".join(ch.encode("unicode_escape").decode() if _unsafe(ch) else ch
-                   for ch in str(text))
+    """Text as a terminal shows it, on one line and inert: each character that is not
+    printable (C0 and C1 controls: escape sequences, carriage return, newline; format
+    characters: bidirectional overrides, which reorder what follows; line separators;
+    surrogates, private and unassigned code points) written as its Python escape
+    (\\x1b, \\u202e)."""
+    return _inert(str(text), keep="")
 
 
-def _unsafe(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+def _inert(text: str, keep: str) -> str:
+    # not printable: controls, format characters, separators other than the space,
+    # surrogates (which no stream can encode), private and unassigned code points
+    return "".join(ch if ch.isprintable() or ch in keep
+                   else ch.encode("unicode_escape", "backslashreplace").decode() for ch in text)
+
+
+class InertStream:
+    """A text stream that passes on what it is written as `terminal` shows it, newlines
+    and tabs kept: the command line puts one over stdout and stderr, so that no command
+    prints a file's escape sequence, whether or not the line printing it went through
+    `terminal` (which also escapes a newline: a file's text on its own line is still
+    `terminal`'s). A sequence the program itself means goes through `screen_control`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        """Over `stream`, which gets the inert text."""
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        """Write `text` inert; its length, as a stream's write returns."""
+        self.stream.write(_inert(text, keep="\n\t"))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        """The rest of a stream (flush, fileno, isatty, encoding) is the stream's."""
+        return getattr(self.stream, name)
+
+
+def screen_control(sequence: str) -> None:
+    """Write a terminal control sequence of initmem's own (status's redraw) to stdout,
+    past the inert layer."""
+    out = sys.stdout
+    (out.stream if isinstance(out, InertStream) else out).write(sequence)

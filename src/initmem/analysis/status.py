@@ -43,7 +43,7 @@ from typing import Any
 from initmem import checkout
 from initmem.analysis import claims as judge
 from initmem.analysis import staged
-from initmem.markup import terminal
+from initmem.markup import screen_control, terminal
 from initmem.plan import cost
 from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import Pack
@@ -368,7 +368,8 @@ def main(args: argparse.Namespace) -> int:
         if args.watch is None:
             print(text)
             return 0
-        print("\033[H\033[2J" + text, flush=True)  # home and clear: redraws in place
+        screen_control("\033[H\033[2J")  # home and clear: redraws in place
+        print(text, flush=True)
         try:
             time.sleep(args.watch)
         except KeyboardInterrupt:

@@ -173,11 +173,12 @@ def _check_unique(summaries: pa.Table, where: str) -> None:
 
 
 def _row_of(member: str, table: pa.Table) -> Where:
-    """Where a row of an archive member is: the member and the row's run."""
+    """Where a row of an archive member is: the member and the row's run (the member
+    alone when it has no such row: a column missing from an empty table)."""
     if "run_id" not in table.column_names:
         return member
     run_ids = table.column("run_id")
-    return lambda row: f"{member} (run {run_ids[row].as_py()})"
+    return lambda row: f"{member} (run {run_ids[row].as_py()})" if row < len(run_ids) else member
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
