@@ -8,6 +8,8 @@ from analysis_frames import epochs_table, runs_table
 
 from initmem.analysis import metrics
 from initmem.plan.schedule import clock_estimate, schedule_clocks
+from initmem.plan.spec import Recipe, Run
+from initmem.vocabulary import sigma_w_key
 
 
 def test_spread_is_max_minus_min_of_seed_means_per_group():
@@ -144,11 +146,15 @@ def test_clock_estimate_is_the_papers_arithmetic():
     assert clocks["T_adapt"] == pytest.approx(939.0)
 
 
-def test_select_matches_floats_with_a_tolerance_and_names_bad_columns():
-    runs = runs_table([{"sigma_w": 0.1 + 0.2}, {"sigma_w": 0.4}, {"optimizer": "adam"}])
-    assert len(metrics.select(runs, sigma_w=0.3)) == 1
+def test_select_matches_sigma_w_by_its_canonical_key_and_names_bad_columns():
+    # a Run keeps sigma_w as its key: 0.1 + 0.2 is the sigma_w 0.3, exactly
+    recipe = Recipe(family="x", arch="resnet9", optimizer="sgd", b=8, epochs=1)
+    assert Run(recipe, 0.1 + 0.2, 0).sigma_w == 0.3 == sigma_w_key(0.1 + 0.2)
+    runs = runs_table([{"sigma_w": 0.3}, {"sigma_w": 0.4}, {"optimizer": "adam"}])
+    assert len(metrics.select(runs, sigma_w=0.1 + 0.2)) == 1  # the lookup keyed too
     assert len(metrics.select(runs, sigma_w=[0.3, 0.4])) == 2
     assert len(metrics.select(runs, optimizer=["adam"], sigma_w=0.1)) == 1
+    assert len(metrics.select(runs, sigma_w=0.3 + 1e-9)) == 0  # equality, not closeness
     with pytest.raises(KeyError, match="sigma"):
         metrics.select(runs, sigma=0.3)
 

@@ -45,7 +45,7 @@ from initmem.errors import InputError
 from initmem.markup import md_escape
 from initmem.plan.inputs import load_yaml
 from initmem.plan.optimizers import PROPERTIES, optimizers_where
-from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated
+from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated, sigma_w_key
 
 SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
 VERDICTS = ("holds", "fails", "cannot be judged")
@@ -167,7 +167,7 @@ def _by_sigma(frame: pd.DataFrame, column: str, sigmas: tuple[float, ...]
     value, seed = 100 * frame[column].to_numpy(float), frame["seed"].to_numpy(int)
     values, seeds, absent = {}, {}, []
     for sigma in sigmas:
-        at = np.isclose(sigma_w, sigma, rtol=1e-9, atol=1e-12)  # as metrics.select matches
+        at = sigma_w == sigma_w_key(sigma)
         if not at.any():
             absent.append(f"{sigma:g}")
         values[sigma], seeds[sigma] = value[at], seed[at]

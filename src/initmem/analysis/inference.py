@@ -35,6 +35,8 @@ from functools import cache
 import numpy as np
 import scipy
 
+from initmem.analysis.metrics import mem
+
 ALPHA = 0.05
 POWER = 0.80
 # Seed counts tried when planning, and the simulated studies per count; a count suffices
@@ -131,7 +133,7 @@ def spread(values: dict[float, np.ndarray], seeds: dict[float, np.ndarray]) -> E
         rows = np.array([float(((values[s] - values[s].mean()) ** 2).sum()) for s in sigmas])
         rows = rows * len(sigmas) / df if df else np.full(len(sigmas), math.nan)
     sigma = math.sqrt(float(rows.mean()))
-    return Estimate(float(means.max() - means.min()), "spread", sigma, min(sizes), df,
+    return Estimate(mem(means), "spread", sigma, min(sizes), df,
                     len(sigmas), paired, tuple(float(math.sqrt(r)) for r in rows))
 
 

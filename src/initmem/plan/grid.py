@@ -36,6 +36,7 @@ from initmem.plan.schema import (
     schema_defaults,
 )
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
+from initmem.vocabulary import sigma_w_key
 
 __all__ = ["SCHEMA_PATH", "ConfigError", "archived", "asked_runs", "expand_runs",
            "experiment_config", "family_runs", "load_config", "make_packs", "pack_id",
@@ -159,12 +160,13 @@ def _optimizer_mentions(config: dict[str, Any], fam: str) -> Iterator[tuple[str,
 
 
 def sigma_values(sigma_set: list[float] | dict[str, float]) -> list[float]:
-    """A sigma_sets entry as its values; a range {start, stop, step} includes stop."""
+    """A sigma_sets entry as its values (canonical: vocabulary.sigma_w_key); a range
+    {start, stop, step} includes stop."""
     if isinstance(sigma_set, list):
-        return [float(s) for s in sigma_set]
+        return [sigma_w_key(s) for s in sigma_set]
     start, stop, step = sigma_set["start"], sigma_set["stop"], sigma_set["step"]
     n = int(round((stop - start) / step)) + 1
-    return [round(start + i * step, 10) for i in range(n)]
+    return [sigma_w_key(start + i * step) for i in range(n)]
 
 
 def expand_runs(config: dict[str, Any]) -> list[Run]:

@@ -27,6 +27,7 @@ from initmem.plan.optimizers import (
     hyperparameter_text,
     parse_hyperparameters,
 )
+from initmem.vocabulary import sigma_w_key
 
 # Recipe fields newer than some records and specs: left at their default they are left
 # out of a spec (so pack hashes, checkpoints and spec files stay as they were), and a
@@ -261,11 +262,13 @@ class Run:
     seed: int
 
     def __post_init__(self) -> None:
-        """Refuse a sigma_w that is not a positive number or a seed out of range."""
+        """Refuse a sigma_w that is not a positive number or a seed out of range; keep
+        sigma_w as its canonical key (vocabulary.sigma_w_key)."""
         _check(_finite(self.sigma_w) and self.sigma_w > 0, "sigma_w", self.sigma_w,
                "a positive number")
         _check(_count(self.seed) and 0 <= self.seed < 2**31, "seed", self.seed,
                "an integer in [0, 2^31)")
+        object.__setattr__(self, "sigma_w", sigma_w_key(self.sigma_w))
 
     @property
     def run_dir(self) -> str:

@@ -105,11 +105,8 @@ def spec_mismatches(specs: pd.DataFrame, summaries: pd.DataFrame) -> list[str]:
     stale = pd.Series(False, index=expected.index)
     lines = {}
     for col in expected.columns:
-        a, b = expected[col], summaries[col]
-        if a.dtype == "float64":
-            same = pd.Series(np.isclose(a, b, rtol=1e-9, equal_nan=True))
-        else:
-            same = ((a == b) | (a.isna() & b.isna())).fillna(False).astype(bool)
+        a, b = expected[col], summaries[col]  # a record keeps its spec's values exactly
+        same = ((a == b) | (a.isna() & b.isna())).fillna(False).astype(bool)
         for i in np.flatnonzero(~same.to_numpy() & ~stale.to_numpy()):
             lines[i] = (f"record of run {expected['run_id'][i]} has {col}={b[i]} but the "
                         f"config says {a[i]}")

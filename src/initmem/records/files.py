@@ -217,36 +217,20 @@ def summary_record(  # noqa: PLR0913 (keyword-only: a run's outcome and provenan
         resumed_from_epoch: int | None = None) -> dict[str, Any]:
     """The summary row of one run from its (finite) per-epoch history; `test_acc_best`,
     where given, is the weights at tau_best tested on Recipe.best_test_subset images."""
-    h = history.sort_values("epoch").reset_index(drop=True)
-    empty = h.empty
-    best = None if empty else h.loc[h["val_loss"].idxmin()]
-    interp = h[h["train_acc"] >= INTERP_THRESHOLD]
-    first_interp = None if interp.empty else interp.iloc[0]
-    last = None if empty else h.iloc[-1]
-
-    def at(row: pd.Series | None, col: str) -> float:
-        return float("nan") if row is None else float(row[col])
-
+    h = history.sort_values("epoch")
+    outcome = {name: values[0] for name, values in epoch_outcomes(
+        {c: h[c].to_numpy(float)[None, :] for c in OUTCOME_SOURCES},
+        np.array([len(h)])).items()}
+    if test_acc_best is not None:
+        outcome["test_acc_best"] = test_acc_best
     status = (DIVERGED if diverged_epoch is not None
               else EARLY_STOPPED if early_stopped else COMPLETED)
     return {
         **run.as_row(),
         "status": status,
         "epochs_run": len(h),
-        "tau_best": None if best is None else int(best["epoch"]),
-        "tau_interp": None if first_interp is None else int(first_interp["epoch"]),
-        "test_acc_best": at(best, "test_acc") if test_acc_best is None else test_acc_best,
-        "val_acc_best": at(best, "val_acc"),
-        "train_acc_best": at(best, "train_acc"), "val_loss_best": at(best, "val_loss"),
-        "val_acc_interp": at(first_interp, "val_acc"),
-        "val_acc_last": at(last, "val_acc"), "test_acc_last": at(last, "test_acc"),
-        "train_acc_last": at(last, "train_acc"),
-        "repair_gap": at(best, "val_acc") - at(first_interp, "val_acc"),
+        **outcome,
         "kernel_fro_norm_init": kernel_fro_norm_init,
-        "kernel_fro_norm_best": at(best, "kernel_fro_norm"),
-        "kernel_fro_norm_last": at(last, "kernel_fro_norm"),
-        "bn_var_ratio_best": at(best, "bn_var_ratio"),
-        "T_SGD": at(last, "T_SGD"), "T_L2": at(last, "T_L2"), "T_adapt": at(last, "T_adapt"),
         "diverged": diverged_epoch is not None, "diverged_epoch": diverged_epoch,
         "wall_time_s": wall_time_s, "device": device, "determinism": determinism,
         "host": host, "slurm_job_id": slurm_job_id, "resumed_from_epoch": resumed_from_epoch,
@@ -254,6 +238,50 @@ def summary_record(  # noqa: PLR0913 (keyword-only: a run's outcome and provenan
         "data_verification": data_verification, "record_source": record_source,
         "schema_version": SCHEMA_VERSION,
     }
+
+
+# The history columns a summary's outcomes are read from (epoch_outcomes)
+OUTCOME_SOURCES = ("epoch", "train_acc", "val_acc", "val_loss", "test_acc",
+                   "kernel_fro_norm", "bn_var_ratio", "T_SGD", "T_L2", "T_adapt")
+
+
+def epoch_outcomes(h: Mapping[str, np.ndarray], epochs_run: np.ndarray) -> dict[str, Any]:
+    """The outcomes a summary reads off its history, for many runs at once: `h[column]`
+    is a (runs, epochs) array of each OUTCOME_SOURCES column, of which each run's first
+    `epochs_run` are its epochs. tau_best is the epoch of the lowest val loss (the first
+    of equals), tau_interp the first whose train accuracy reaches INTERP_THRESHOLD; the
+    one home of those rules (the trainer's and the synthetic records' summaries)."""
+    runs = np.arange(len(epochs_run))
+    if not h["val_loss"].shape[1]:  # no epoch at all: one that no run reaches
+        h = {c: np.full((len(runs), 1), np.nan) for c in OUTCOME_SOURCES}
+    valid = np.arange(h["val_loss"].shape[1])[None, :] < np.asarray(epochs_run)[:, None]
+    lowest = np.where(valid & ~np.isnan(h["val_loss"]), h["val_loss"], np.inf)
+    best = _first(valid & (lowest == lowest.min(axis=1, initial=np.inf, keepdims=True)))
+    interp = _first(valid & (h["train_acc"] >= INTERP_THRESHOLD))
+    last = np.asarray(epochs_run) - 1
+
+    def at(column: str, index: np.ndarray) -> np.ndarray:
+        return np.where(index >= 0, h[column][runs, np.maximum(index, 0)], np.nan)
+
+    def epoch(index: np.ndarray) -> list[int | None]:
+        return [None if i < 0 else int(e) for i, e in zip(index, at("epoch", index),
+                                                           strict=True)]
+
+    return {"tau_best": epoch(best), "tau_interp": epoch(interp),
+            "test_acc_best": at("test_acc", best), "val_acc_best": at("val_acc", best),
+            "train_acc_best": at("train_acc", best), "val_loss_best": at("val_loss", best),
+            "val_acc_interp": at("val_acc", interp), "val_acc_last": at("val_acc", last),
+            "test_acc_last": at("test_acc", last), "train_acc_last": at("train_acc", last),
+            "repair_gap": at("val_acc", best) - at("val_acc", interp),
+            "kernel_fro_norm_best": at("kernel_fro_norm", best),
+            "kernel_fro_norm_last": at("kernel_fro_norm", last),
+            "bn_var_ratio_best": at("bn_var_ratio", best),
+            **{c: at(c, last) for c in ("T_SGD", "T_L2", "T_adapt")}}
+
+
+def _first(mask: np.ndarray) -> np.ndarray:
+    """Per row of a (runs, epochs) mask, the index of its first True; -1 for none."""
+    return np.where(mask.any(axis=1), mask.argmax(axis=1), -1)
 
 
 def versions() -> dict[str, str]:

@@ -38,7 +38,6 @@ from initmem.vocabulary import (
     COMPLETED,
     EARLY_STOPPED,
     GENERATED,
-    INTERP_THRESHOLD,
     missing,
 )
 
@@ -151,33 +150,11 @@ def stop_epochs(val_loss: np.ndarray, patience: int | None) -> np.ndarray:
 
 
 def outcomes(h: dict, stop: np.ndarray) -> dict:
-    """The summary outcomes of each run (records.files.summary_record's rules, vectorised)."""
+    """The summary outcomes of each run (records.files.epoch_outcomes, as the trainer's)."""
     n, epochs = h["val_loss"].shape
-    rows = np.arange(n)
-    valid = np.arange(epochs)[None, :] < stop[:, None]
-    best = np.where(valid, h["val_loss"], np.inf).argmin(axis=1)
-    hit = valid & (h["train_acc"] >= INTERP_THRESHOLD)
-    interp = np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
-    last = stop - 1
-
-    def at(col: str, idx: np.ndarray) -> np.ndarray:
-        values = h[col][rows, np.maximum(idx, 0)]
-        return np.where(idx >= 0, values, np.nan)
-
-    return {
-        "status": np.where(stop < epochs, EARLY_STOPPED, COMPLETED), "epochs_run": stop,
-        "tau_best": best + 1,
-        "tau_interp": [int(i) + 1 if i >= 0 else None for i in interp],
-        "test_acc_best": at("test_acc", best), "val_acc_best": at("val_acc", best),
-        "train_acc_best": at("train_acc", best), "val_loss_best": at("val_loss", best),
-        "val_acc_interp": at("val_acc", interp), "val_acc_last": at("val_acc", last),
-        "test_acc_last": at("test_acc", last), "train_acc_last": at("train_acc", last),
-        "repair_gap": at("val_acc", best) - at("val_acc", interp),
-        "kernel_fro_norm_init": h["norm_init"],
-        "kernel_fro_norm_best": at("kernel_fro_norm", best),
-        "kernel_fro_norm_last": at("kernel_fro_norm", last),
-        "bn_var_ratio_best": at("bn_var_ratio", best),
-        **{c: at(c, last) for c in ("T_SGD", "T_L2", "T_adapt")}}
+    numbered = {**h, "epoch": np.broadcast_to(np.arange(1, epochs + 1), (n, epochs))}
+    return {"status": np.where(stop < epochs, EARLY_STOPPED, COMPLETED), "epochs_run": stop,
+            **records.epoch_outcomes(numbered, stop), "kernel_fro_norm_init": h["norm_init"]}
 
 
 def _rng(seed: int, recipe: Recipe) -> np.random.Generator:

@@ -145,7 +145,7 @@ class RunState:
 
     def is_best(self, epoch: int) -> bool:
         """Whether `epoch`, just recorded, is the run's tau_best so far (its lowest val
-        loss: records.files.summary_record's rule)."""
+        loss: records.files.epoch_outcomes' rule)."""
         return self.wait == 0 and bool(self.history) and self.history[-1]["epoch"] == epoch
 
     @property
