@@ -150,6 +150,7 @@ def test_select_matches_sigma_w_by_its_canonical_key_and_names_bad_columns():
     # a Run keeps sigma_w as its key: 0.1 + 0.2 is the sigma_w 0.3, exactly
     recipe = Recipe(family="x", arch="resnet9", optimizer="sgd", b=8, epochs=1)
     assert Run(recipe, 0.1 + 0.2, 0).sigma_w == 0.3 == sigma_w_key(0.1 + 0.2)
+    assert sigma_w_key(1.2345678901234567e-12) == 1.23456789012e-12  # digits, not decimals
     runs = runs_table([{"sigma_w": 0.3}, {"sigma_w": 0.4}, {"optimizer": "adam"}])
     assert len(metrics.select(runs, sigma_w=0.1 + 0.2)) == 1  # the lookup keyed too
     assert len(metrics.select(runs, sigma_w=[0.3, 0.4])) == 2

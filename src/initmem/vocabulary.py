@@ -41,15 +41,16 @@ INTERP_THRESHOLD = 0.995  # train accuracy that counts as interpolation (tau_int
 # after k updates (the training's networks and the synthetic records' bn_var_ratio).
 BN_MOMENTUM = 0.99
 
-# sigma_w to this many decimals is the one key of an initialisation scale: a run's, its
-# record's and every lookup's, matched by equality (0.1 + 0.2 is the sigma_w 0.3, a
-# range's steps land on the values a list gives), never by closeness
-SIGMA_W_DECIMALS = 10
+# sigma_w to this many significant digits is the one key of an initialisation scale: a
+# run's, its record's and every lookup's, matched by equality (0.1 + 0.2 is the sigma_w
+# 0.3, a range's steps land on the values a list gives), never by closeness. Digits, not
+# decimals: a tiny positive sigma_w stays itself, never 0.
+SIGMA_W_DIGITS = 12
 
 
 def sigma_w_key(value: float) -> float:
-    """The canonical sigma_w of `value` (SIGMA_W_DECIMALS)."""
-    return round(float(value), SIGMA_W_DECIMALS)
+    """The canonical sigma_w of `value` (SIGMA_W_DIGITS significant digits)."""
+    return float(f"{float(value):.{SIGMA_W_DIGITS}g}")
 
 
 # The paper's sigma_w grids of its ablation tables (Tables 4-6) and of Table 7.
