@@ -43,6 +43,7 @@ import numpy as np
 
 from initmem.analysis import sequential, staged
 from initmem.analysis.claims import read_claims
+from initmem.plan import looks
 from initmem.plan.grid import load_config
 
 NOMINAL = 0.05
@@ -67,7 +68,7 @@ def targets(table) -> list[str]:
     return lines
 
 
-def simulated(staging: staged.Staging, scales: list[float], draws: int,
+def simulated(staging: looks.Staging, scales: list[float], draws: int,
               spending: str = "t2") -> list[staged.Simulated]:
     """The staged study simulated at each scale, seeded by the scale's place (so every
     spending function judges the same studies)."""
@@ -81,7 +82,7 @@ def worst(rates) -> str:
     return "none possible" if rates.isna().all() else f"{rates.max():.1%}"
 
 
-def compare(staging: staged.Staging, names: list[str], scales: list[float], draws: int
+def compare(staging: looks.Staging, names: list[str], scales: list[float], draws: int
             ) -> str:
     """A Markdown line per spending function: its levels at five equal looks, and at the
     paper's effects its expected device-hours and the share of true claims it held; the
@@ -93,7 +94,7 @@ def compare(staging: staged.Staging, names: list[str], scales: list[float], draw
         table = staged.summary(staging, simulated(staging, scales, draws, name))
         paper = table[table["scale"] == 1.0].iloc[0]
         levels = ", ".join(f"{level:.2g}" for level in
-                           sequential.boundaries(staged.LOOKS, spending=sequential.SPENDING[name]))
+                           sequential.boundaries(looks.LOOKS, spending=sequential.SPENDING[name]))
         low, high = paper["power_ci"]
         lines.append(
             f"| {name} | {levels} | {paper['expected_h']:.0f} +- "
@@ -103,7 +104,7 @@ def compare(staging: staged.Staging, names: list[str], scales: list[float], draw
     return "\n".join(lines)
 
 
-def null_table(staging: staged.Staging, draws: int, jobs: int = 1
+def null_table(staging: looks.Staging, draws: int, jobs: int = 1
                ) -> tuple[str, float, tuple[float, float]]:
     """A Markdown line per claim and condition at the condition's boundary: its truths and
     its false holds with their Monte Carlo interval; and the worst rate, with its. The
@@ -132,11 +133,11 @@ def null_table(staging: staged.Staging, draws: int, jobs: int = 1
     return "\n".join(lines), worst, worst_ci
 
 
-def _null_case(case: tuple[staged.ClaimCells, str, int, int]) -> tuple[int, int]:
+def _null_case(case: tuple[looks.ClaimCells, str, int, int]) -> tuple[int, int]:
     return staged.null_holds(*case[:3], seed=case[3])
 
 
-def oracle_look(cells: staged.ClaimCells, drawn: dict) -> int:
+def oracle_look(cells: looks.ClaimCells, drawn: dict) -> int:
     """The look (0-based) at which an oracle that knows the fixed design's verdict stops a
     claim: the first where the fixed design's own 5% test on the seeds so far reaches that
     verdict (no price for looking several times), or the first look where the fixed design
@@ -144,20 +145,20 @@ def oracle_look(cells: staged.ClaimCells, drawn: dict) -> int:
     final = staged.fixed_claim(cells, drawn)
     if final not in sequential.DECIDED:
         return 0
-    return next(look for look in range(len(staged.LOOKS)) if sequential.decide(
+    return next(look for look in range(len(looks.LOOKS)) if sequential.decide(
         cells.claim, staged.values_at(cells, drawn, look), [], (1.0,),
         cells.seeds_max()).kind == final)
 
 
-def oracle_hours(staging: staged.Staging, draws: int, seed: int = 0) -> np.ndarray:
+def oracle_hours(staging: looks.Staging, draws: int, seed: int = 0) -> np.ndarray:
     """Device-hours per simulated study at the paper's effects (the studies `simulated`
     draws at scale 1 with this seed) when every claim stops at its oracle look; a claim
     not simulated stays open to the end, as there."""
     rng, hours = np.random.default_rng(seed), []
     for _ in range(draws):
-        open_at = [set() for _ in staged.LOOKS]
+        open_at = [set() for _ in looks.LOOKS]
         for cells in staging.claims:
-            truth, last = staged.truths(cells.claim, 1.0), len(staged.LOOKS) - 1
+            truth, last = staged.truths(cells.claim, 1.0), len(looks.LOOKS) - 1
             if truth is not None and cells.complete:
                 last = oracle_look(cells, staged.draw_values(cells.claim, truth,
                                                              cells.seeds_max(), rng))
@@ -188,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     if 1.0 not in args.scales:
         parser.error(f"--scales {args.scales} must include 1 (the paper's effects, which "
                      "the targets are stated at)")
-    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
-    print(f"{args.config}: staged in looks at {', '.join(f'{f:.0%}' for f in staged.LOOKS)} "
-          f"of each configuration's seeds (at least {staged.MIN_SEEDS}); {args.draws} simulated "
+    staging = looks.Staging.of(load_config(args.config), read_claims(args.claims))
+    print(f"{args.config}: staged in looks at {', '.join(f'{f:.0%}' for f in looks.LOOKS)} "
+          f"of each configuration's seeds (at least {looks.MIN_SEEDS}); {args.draws} simulated "
           "studies per scale\n")
     if args.spending:
         print(compare(staging, args.spending, args.scales, args.draws))

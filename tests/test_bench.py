@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from initmem.analysis import staged
-from initmem.plan import cost
+from initmem.plan import cost, looks
 from initmem.plan.grid import load_config
 from initmem.training.models import train_flops_per_image
 
@@ -244,7 +243,7 @@ def test_the_futility_oracle_costs_between_the_first_look_and_every_look():
                                                   "b": 16}},
              "values": {"delta": {"stat": "delta", "cell": "sgd"}},
              "holds": ["delta >> 0"], "paper": {"delta": 10.0}}
-    staging = staged.Staging.of(load_config(ROOT / "config" / "gpu_first.yaml"), [claim])
+    staging = looks.Staging.of(load_config(ROOT / "config" / "gpu_first.yaml"), [claim])
     most = staging.max_hours()
     hours = staged_design.oracle_hours(staging, 4)
     assert ((hours >= most[0] - 1e-9) & (hours <= sum(most) + 1e-9)).all()

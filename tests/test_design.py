@@ -8,7 +8,7 @@ from workflow_helpers import TEST_CONFIG
 
 from initmem.analysis import design
 from initmem.cli import main
-from initmem.plan import grid
+from initmem.plan import cells, grid, schedule
 from initmem.plan.spec import Recipe
 
 
@@ -43,14 +43,14 @@ def test_final_clocks_are_the_sums_over_the_schedule():
     k_total = recipe.total_steps
     rates = [0.01 * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * k / k_total)))
              for k in range(k_total)]
-    clocks = design.final_clocks(recipe)
+    clocks = schedule.final_clocks(recipe)
     assert clocks["T_adapt"] == pytest.approx(sum(rates))
     assert clocks["T_L2"] == pytest.approx(1e-3 * sum(rates))
     assert clocks["T_SGD"] == pytest.approx(sum(r * r for r in rates) / 16)
 
 
 def test_planned_runs_carry_each_batch_sizes_own_updates_and_clocks():
-    table = design.planned_runs(config_with(epochs=10))
+    table = cells.planned_runs(config_with(epochs=10))
     by_b = table.groupby("b")[["updates", "T_adapt"]].first()
     assert by_b.loc[8, "updates"] == 10 * 64 // 8 and by_b.loc[32, "updates"] == 10 * 64 // 32
     assert by_b.loc[8, "T_adapt"] > 3 * by_b.loc[32, "T_adapt"]
@@ -121,7 +121,7 @@ def test_the_gpu_first_study_runs_every_claims_cells_inside_its_clocks():
     from initmem.analysis import claims, gates
 
     root = Path(__file__).parents[1]
-    table = design.planned_runs(grid.load_config(root / "config" / "gpu_first.yaml"))
+    table = cells.planned_runs(grid.load_config(root / "config" / "gpu_first.yaml"))
     for c in claims.read_claims(root / "paper" / "claims.yaml"):
         for value in c["values"].values():
             cell = claims.select_cell(table, c["cells"][value["cell"]])

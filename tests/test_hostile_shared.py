@@ -19,11 +19,10 @@ from hypothesis import strategies as st
 from test_resume import PACK, deadline
 
 from initmem import cli
-from initmem.analysis import status
 from initmem.errors import InputError
 from initmem.markup import InertStream, terminal
 from initmem.plan import grid
-from initmem.records import archive, heartbeat
+from initmem.records import archive, heartbeat, status
 from initmem.records.verify import DAMAGED, verify_folders, verify_run
 from initmem.untrusted import read_bytes
 

@@ -52,15 +52,22 @@ def test_planning_imports_no_later_stage():
     assert not later
 
 
-def test_the_workflow_parses_without_torch_or_scipy_stats():
-    """What the Snakefile imports at parse time (common.smk's initmem imports) loads
-    neither torch nor scipy.stats. Snakemake parses the workflow again in every job, local
-    or on SLURM, and scipy.stats alone took 3.3 of its 11 s: the analysis modules import
-    scipy, whose submodules load at their first use."""
-    common = (PACKAGE.parents[1] / "workflow" / "rules" / "common.smk").read_text()
-    imports = [line for line in common.splitlines() if line.startswith("from initmem")]
+def test_the_workflow_imports_only_planning_and_neither_torch_nor_scipy_stats():
+    """What the workflow's files import at parse time (every initmem import of the
+    Snakefile and workflow/rules/*.smk) loads planning only: what the workflow trains is
+    decided in initmem.plan (a staged study's looks too), never in records or analysis.
+    And neither torch nor scipy.stats: Snakemake parses the workflow again in every job,
+    local or on SLURM, and scipy.stats alone took 3.3 of its 11 s."""
+    root = PACKAGE.parents[1]
+    imports = [line.strip() for path in [root / "Snakefile", *sorted(
+        (root / "workflow" / "rules").glob("*.smk"))]
+        for line in path.read_text().splitlines()
+        if line.strip().startswith(("from initmem", "import initmem"))]
     loaded = loaded_after("\n".join(imports))
-    assert len(imports) >= 3 and "initmem.analysis.staged" in loaded, imports
+    assert len(imports) >= 3 and "initmem.plan.looks" in loaded, imports
+    later = sorted(m for m in loaded if m.startswith(("initmem.training", "initmem.records",
+                                                      "initmem.analysis", "initmem.paper")))
+    assert not later, later
     assert not {"torch", "scipy.stats"} & loaded
 
 

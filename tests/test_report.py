@@ -14,8 +14,8 @@ import pytest
 from workflow_helpers import ROOT, TEST_CONFIG, job_counts, snakemake
 
 from initmem import cli, paper
-from initmem.analysis import status as sweep
 from initmem.paper import browser, report
+from initmem.records import status as sweep
 
 FIGURES = [f"fig{n}.png" for n in range(1, 10)]
 TABLES = [f"table{n}.html" for n in range(1, 8)]

@@ -16,10 +16,12 @@ from fakes import write_fake_run
 from scipy import stats
 from workflow_helpers import job_counts, snakemake
 
-from initmem.analysis import gates, inference, sequential, staged, status
+from initmem.analysis import gates, inference, sequential, staged
 from initmem.analysis.claims import read_claims
 from initmem.cli import main
+from initmem.plan import looks
 from initmem.plan.grid import ConfigError, load_config, validate_config
+from initmem.records import status
 
 ROOT = Path(__file__).parents[1]
 
@@ -34,7 +36,7 @@ def test_the_power_spending_reaches_alpha_only_at_the_end():
 @pytest.mark.parametrize("name", sorted(sequential.SPENDING))
 def test_every_compared_spending_function_spends_alpha_by_the_last_look(name):
     spending = sequential.SPENDING[name]
-    spent = [spending(t, NOMINAL) for t in (0.01, *staged.LOOKS)]
+    spent = [spending(t, NOMINAL) for t in (0.01, *looks.LOOKS)]
     assert spent == sorted(spent) and spent[0] < NOMINAL / 50
     assert spent[-1] == pytest.approx(NOMINAL)
 
@@ -52,12 +54,12 @@ def test_boundaries_are_the_published_group_sequential_ones():
 def test_the_boundaries_spend_alpha_as_the_spending_function_says():
     """200,000 Brownian paths under no effect cross the five looks' one-sided boundaries
     by look j as often as spent(t_j) says: 5% one-sided by the last."""
-    looks = np.array(staged.LOOKS)
-    z = stats.norm.isf(np.array(sequential.boundaries(staged.LOOKS)))
+    fractions = np.array(looks.LOOKS)
+    z = stats.norm.isf(np.array(sequential.boundaries(looks.LOOKS)))
     rng = np.random.default_rng(0)
-    steps = rng.standard_normal((200_000, len(looks))) * np.sqrt(np.diff(looks, prepend=0))
-    crossed = np.maximum.accumulate(np.cumsum(steps, 1) / np.sqrt(looks) >= z, axis=1)
-    expected = [sequential.spent(t) for t in looks]
+    steps = rng.standard_normal((200_000, len(fractions))) * np.sqrt(np.diff(fractions, prepend=0))
+    crossed = np.maximum.accumulate(np.cumsum(steps, 1) / np.sqrt(fractions) >= z, axis=1)
+    expected = [sequential.spent(t) for t in fractions]
     assert crossed.mean(0) == pytest.approx(expected, abs=0.0015)
 
 
@@ -226,11 +228,11 @@ def test_a_value_not_run_says_so():
     assert decision.kind == "not run"
 
 
-def cells(seeds: int) -> staged.ClaimCells:
+def cells(seeds: int) -> looks.ClaimCells:
     """The delta claim on one configuration of `seeds` seeds at sigma_w 0.1 and 2.5."""
     runs = pd.DataFrame([{"run_id": f"s{seed}-{sigma}", "seed": seed, "order": seed,
                           "of": seeds} for seed in range(seeds) for sigma in (0.1, 2.5)])
-    return staged.ClaimCells(delta_claim(), {"sgd": runs}, ["sgd"])
+    return looks.ClaimCells(delta_claim(), {"sgd": runs}, ["sgd"])
 
 
 def rates(truth: float, draws: int, seed: int) -> pd.Series:
@@ -253,9 +255,9 @@ def test_at_the_papers_effect_the_staged_claim_holds_and_never_fails():
 
 
 def test_a_cell_runs_its_seeds_in_fifths_but_never_fewer_than_two():
-    assert [staged.seeds_at(15, j) for j in range(5)] == [3, 6, 9, 12, 15]
-    assert [staged.seeds_at(25, j) for j in range(5)] == [5, 10, 15, 20, 25]
-    assert [staged.seeds_at(3, j) for j in range(5)] == [2, 2, 2, 3, 3]
+    assert [looks.seeds_at(15, j) for j in range(5)] == [3, 6, 9, 12, 15]
+    assert [looks.seeds_at(25, j) for j in range(5)] == [5, 10, 15, 20, 25]
+    assert [looks.seeds_at(3, j) for j in range(5)] == [2, 2, 2, 3, 3]
     assert cells(3).fractions(4) == pytest.approx((2 / 3, 1.0))
     assert cells(15).fractions(1) == pytest.approx((0.2, 0.4))
     assert math.isclose(cells(15).fractions(4)[-1], 1.0)
@@ -289,7 +291,7 @@ def sgd_delta_claim() -> dict:
 
 
 def test_a_look_trains_only_the_seeds_its_open_claims_add():
-    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     assert [staging.claims[0].seeds_at("sgd", j) for j in range(5)] == [3, 6, 9, 12, 15]
     stopped = staging.look_hours([{"remembers"}, set(), set(), set(), set()])
     assert stopped[0] > 0 and stopped[1:] == [0.0] * 4
@@ -303,7 +305,7 @@ def test_a_look_trains_only_the_seeds_its_open_claims_add():
 def test_the_runs_asked_for_are_those_of_the_looks_each_claim_was_open_at():
     """The aggregate's expected runs of a staged study: a claim decided at look 2 asked
     for its cell's first 6 seeds of 15; the runs no claim reads are asked for at look 1."""
-    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     decided = pd.DataFrame([{"id": "remembers", "decision": "holds", "look": 2}])
     asked = staging.asked(decided)
     cell = staging.claims[0].run_ids(1)
@@ -320,7 +322,7 @@ def test_the_runs_asked_for_are_those_of_the_looks_each_claim_was_open_at():
 def test_claims_asked_writes_the_runs_a_staged_studys_looks_asked_for(tmp_path, capsys):
     """The workflow's rule asked_runs, on config/gpu_first.yaml's last look: every claim
     decided at look 1 asks for look 1's runs only."""
-    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    staging = looks.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
     decisions = pd.DataFrame([{"id": c.claim["id"], "decision": "not run", "look": 1}
                               for c in staging.claims])
     decisions.to_csv(tmp_path / "look5.csv", index=False)
@@ -338,7 +340,7 @@ def test_a_cell_of_several_configurations_runs_each_ones_seeds_in_looks():
     """sgd_clock_threshold's cells read the 5,000-epoch runs (3 seeds) and the main grid's
     (15): look 1 trains 2 of the first's seeds, not the 3 a fifth of 15 would take."""
     claim = next(c for c in read_claims(CLAIMS) if c["id"] == "sgd_clock_threshold")
-    staging = staged.Staging.of(load_config(GPU_FIRST), [claim])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [claim])
     cells = staging.claims[0]
 
     def seeds(family: str, look: int) -> set[int]:
@@ -355,14 +357,14 @@ def test_a_claim_whose_cells_the_config_lacks_costs_only_the_first_look():
     its planned cells' later seeds (config/laptop_staged.yaml: sgd_clock_threshold's
     low-clock cell is planned, its high-clock one is not)."""
     claim = next(c for c in read_claims(CLAIMS) if c["id"] == "sgd_clock_threshold")
-    staging = staged.Staging.of(load_config(ROOT / "config" / "laptop_staged.yaml"), [claim])
+    staging = looks.Staging.of(load_config(ROOT / "config" / "laptop_staged.yaml"), [claim])
     assert not staging.claims[0].complete
     hours = staged.simulate(staging, 1.0, 2).hours
     assert (hours[:, 0] > 0).all() and (hours[:, 1:] == 0).all()
 
 
 def test_the_summary_table_gives_rates_with_intervals_and_hours_beside_the_fixed():
-    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     table = staged.summary(staging, [staged.simulate(staging, s, 6, seed=3) for s in (1.0, 0.0)])
     text = staged.render_summary(table)
     assert "| 1 x paper | none false | 0.0 [0.0, 45.9] of 6 |" in text
@@ -385,14 +387,14 @@ def test_the_staged_gpu_study_keeps_both_error_rates_nominal():
     """The bench's table on config/gpu_first.yaml's claims at 10 studies per scale (about a
     two minutes): no false hold at no effect beyond Monte Carlo noise of 5%, no false fail at
     the paper's effects, and its maximum within 110% of the fixed design's."""
-    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    staging = looks.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
     simulated = [staged.simulate(staging, s, 10, seed=i) for i, s in enumerate((1.0, 0.0))]
     table = staged.summary(staging, simulated)
     assert table["false_hold"].max() <= NOMINAL + 0.05 and table["false_fail"].max() <= NOMINAL
     assert table["max_h"].iloc[0] <= 1.1 * table["fixed_h"].iloc[0]
 
 
-def sgd_runs(staging: staged.Staging, delta: float, rng: np.random.Generator) -> pd.DataFrame:
+def sgd_runs(staging: looks.Staging, delta: float, rng: np.random.Generator) -> pd.DataFrame:
     """Records of the SGD b = 16 cell's runs: accuracy at sigma_w 0.1 above 2.5 by `delta`
     pp, seed noise 1 pp."""
     cell = staging.claims[0].runs["sgd"]
@@ -405,7 +407,7 @@ def sgd_runs(staging: staged.Staging, delta: float, rng: np.random.Generator) ->
 
 
 def test_a_replayed_study_stops_each_claim_at_its_look_with_the_runs_it_used():
-    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     table, used = staged.replay(staging, sgd_runs(staging, 4.0, np.random.default_rng(0)), None)
     row = table.iloc[0]
     assert (row["fixed"], row["staged"], bool(row["agree"])) == ("holds", "holds", True)
@@ -468,13 +470,13 @@ def test_status_shows_the_look_and_what_each_open_claim_waits_for(tmp_path):
 
 
 def test_a_look_keeps_earlier_decisions_and_says_what_an_open_claim_waits_for(tmp_path):
-    staging = staged.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
+    staging = looks.Staging.of(load_config(GPU_FIRST), [sgd_delta_claim()])
     runs = sgd_runs(staging, 4.0, np.random.default_rng(0))
     first = staged.judge_look(staging, 0, runs, None, None)
     assert first[["decision", "look", "runs", "waits"]].values.tolist() == [
         ["continue", 1, 15, "look 2: sgd 6 seeds"]]
     first.to_csv(tmp_path / "look1.csv", index=False)
-    assert staged.open_claims(tmp_path / "look1.csv") == {"remembers"}
+    assert looks.open_claims(tmp_path / "look1.csv") == {"remembers"}
     second = staged.judge_look(staging, 1, runs, None, first)
     assert second[["decision", "look"]].values.tolist() == [["holds", 2]]
     assert staged.judge_look(staging, 4, runs, None, second).equals(second)
@@ -495,7 +497,7 @@ def test_once_a_look_decides_every_claim_nothing_more_trains(tmp_path):
     """The first look's runs recorded (3 fake epochs each: every claim is out of regime or
     not run), its checkpoint judges for real; then `all` trains nothing more (about two
     minutes: two Snakemake runs over config/gpu_first.yaml)."""
-    staging = staged.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
+    staging = looks.Staging.of(load_config(GPU_FIRST), read_claims(CLAIMS))
     rng = np.random.default_rng(0)
     for run_id in sorted(staging.wanted(0, {c.claim["id"] for c in staging.claims})):
         run = staging.runs[run_id]
@@ -543,7 +545,7 @@ def test_a_look_that_leaves_a_claim_open_schedules_exactly_its_next_seeds(tmp_pa
     seed's 5 runs, then look 2's checkpoint; `initmem status` says look 1 decided and what
     the claim waits for."""
     config = six_seed_study(tmp_path)
-    staging = staged.Staging.of(load_config(config), read_claims(CLAIMS))
+    staging = looks.Staging.of(load_config(config), read_claims(CLAIMS))
     every = {c.claim["id"] for c in staging.claims}
     runs_root = tmp_path / "results" / "runs"
     rng = np.random.default_rng(0)

@@ -22,9 +22,8 @@ from workflow_helpers import (
     typed,
 )
 
-from initmem.analysis import status
 from initmem.plan import cost, grid
-from initmem.records import heartbeat
+from initmem.records import heartbeat, status
 
 
 def cluster_answers() -> bool:

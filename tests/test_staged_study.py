@@ -10,8 +10,8 @@ import pytest
 import yaml
 from workflow_helpers import scratch_checkout, typed
 
-from initmem.analysis import staged
 from initmem.analysis.claims import read_claims
+from initmem.plan import looks
 from initmem.plan.grid import load_config
 
 # The claim's cell: ResNet-9 (BatchNorm) trained with SGD at b = 8 on 128 synthetic images
@@ -61,16 +61,16 @@ def test_a_staged_study_trains_its_looks_for_real_then_builds_the_paper(tmp_path
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
 
-    looks = where / "results" / "looks"
-    first = pd.read_csv(looks / "look1.csv").set_index("id").loc["remembers"]
+    decided = where / "results" / "looks"
+    first = pd.read_csv(decided / "look1.csv").set_index("id").loc["remembers"]
     assert first["decision"] == "continue", first["reason"]
-    last = pd.read_csv(looks / "look5.csv").set_index("id").loc["remembers"]
+    last = pd.read_csv(decided / "look5.csv").set_index("id").loc["remembers"]
     assert last["decision"] != "continue" and last["look"] >= 2, last.to_dict()
 
     # each look trained what the one before asked for, after it decided
-    staging = staged.Staging.of(load_config(config), read_claims(where / "paper" / "claims.yaml"))
-    seeds = staged.seeds_at(10, last["look"] - 1)
-    asked = set((looks / "runs.txt").read_text().split())
+    staging = looks.Staging.of(load_config(config), read_claims(where / "paper" / "claims.yaml"))
+    seeds = looks.seeds_at(10, last["look"] - 1)
+    asked = set((decided / "runs.txt").read_text().split())
     assert asked == staging.claims[0].run_ids(last["look"] - 1) | staging.unread()
     assert len(asked) == 2 * seeds + 2
     trained = list((where / "results" / "runs").glob("*/*/*/*/summary.parquet"))

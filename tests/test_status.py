@@ -15,9 +15,8 @@ import yaml
 from workflow_helpers import TEST_CONFIG, snakemake_background
 
 from initmem import cli
-from initmem.analysis import status
 from initmem.plan import grid
-from initmem.records import heartbeat
+from initmem.records import heartbeat, status
 from initmem.records.files import read_records
 
 

@@ -36,7 +36,7 @@ STAGES: dict[str, dict[str, tuple[str, str]]] = {
         "archive": ("records.archive", "pack or unpack the raw run records"),
         "verify": ("records.verify", "report damaged, missing and stale records of a config's "
                    "runs, in run folders or an archive"),
-        "status": ("analysis.status", "a config's sweep while it trains: runs by state, "
+        "status": ("records.status", "a config's sweep while it trains: runs by state, "
                    "trainers, device-hours, ETA"),
         "tensorboard": ("records.tensorboard", "TensorBoard event files of run records or "
                         "an archive: learning curves, HParams"),

@@ -45,7 +45,7 @@ if STAGING:
         input:
             config=CONFIG_FILE,
             claims=PAPER_DIR / "claims.yaml",
-            decisions=look_file(len(staged.LOOKS)),
+            decisions=look_file(len(looks.LOOKS)),
         output:
             ASKED_FILE,
         log:

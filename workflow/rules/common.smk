@@ -16,10 +16,9 @@ from snakemake.utils import validate
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
-from initmem.analysis import staged
-from initmem.analysis.claims import read_claims
 from initmem.errors import InputError
-from initmem.plan import cost, grid, inputs
+from initmem.plan import cost, grid, inputs, looks
+from initmem.plan.claims_file import read_claims
 
 # Snakemake's YAML reader keeps the last of a repeated key silently: the package's
 # reader refuses it, naming the file and line. Then the errors that name the key, the bad
@@ -51,11 +50,11 @@ ARCHIVE = config["archive"]
 # seeds apart, so that a look trains only its own (workflow/rules/looks.smk).
 CLAIMS_PATH = Path(workflow.basedir) / "paper" / "claims.yaml"
 STAGING = (
-    staged.Staging.of(config, read_claims(CLAIMS_PATH))
+    looks.Staging.of(config, read_claims(CLAIMS_PATH))
     if config["staged"] and not ARCHIVE
     else None
 )
-PACKS = {} if ARCHIVE else staged.study_packs(config, CLAIMS_PATH)
+PACKS = {} if ARCHIVE else looks.study_packs(config, CLAIMS_PATH)
 # The model of the training jobs' time limits, read once: execution.throughput_csv (its
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)

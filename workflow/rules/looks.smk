@@ -15,7 +15,7 @@ def open_after(j):
     """The claims open after look j (every claim before the first)."""
     if j == 0:
         return {cells.claim["id"] for cells in STAGING.claims}
-    return staged.open_claims(getattr(checkpoints, f"look_{j}").get().output.decisions)
+    return looks.open_claims(getattr(checkpoints, f"look_{j}").get().output.decisions)
 
 
 def look_runs(j):
@@ -29,7 +29,7 @@ def look_runs(j):
 def staged_records():
     """The aggregate's input in a staged study: the runs the looks asked for (after the
     last look's decisions), and every run the looks trained."""
-    last = len(staged.LOOKS)
+    last = len(looks.LOOKS)
     runs = set().union(*(look_runs(j) for j in range(1, last + 1)))
     return [ASKED_FILE, *sorted(runs)]
 
@@ -39,7 +39,7 @@ def expected_flag():
     return ["--expected", ASKED_FILE] if STAGING else []
 
 
-for j in range(1, len(staged.LOOKS) + 1) if STAGING else ():
+for j in range(1, len(looks.LOOKS) + 1) if STAGING else ():
 
     checkpoint:
         name:

@@ -21,122 +21,36 @@ A gated claim also quotes what its conditions alone would say, marked as not a v
 Apart from the verdict (direction), initmem.analysis.magnitude says how large our values
 are against the paper's. Several archives of one config are judged each; a claim whose
 verdicts differ is marked "not robust". The claims file's format is in its header; its
-schema is claims.schema.yaml.
+schema is plan/schemas/claims.schema.yaml (initmem.plan.claims_file reads it).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 import pandas as pd
-import yaml
 
 from initmem.analysis import gates, inference, magnitude, metrics, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
-from initmem.errors import InputError
 from initmem.markup import md_escape
-from initmem.plan.inputs import load_yaml
-from initmem.plan.optimizers import PROPERTIES, optimizers_where
+from initmem.plan.cells import select_cell
+from initmem.plan.claims_file import CONDITION, TERM, ClaimsError, is_number, read_claims
 from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated, sigma_w_key
 
-SCHEMA_PATH = Path(__file__).parent / "claims.schema.yaml"
 VERDICTS = ("holds", "fails", "cannot be judged")
-CONDITION = re.compile(r"^(?P<lhs>.+?)\s*(?P<op>>=|<=|>>|~)\s*(?P<rhs>.+?)"
-                       r"(?:\s+within\s+(?P<margin>\d+(?:\.\d*)?(?:e-?\d+)?))?$")
-TERM = re.compile(r"([+-]?)\s*([A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d*)?(?:e-?\d+)?)")
 TEST_VALUE = "test_acc_best"
-
-
-class ClaimsError(InputError):
-    """The claims file is malformed; the message names the claim and the key."""
 
 
 class NotJudged(Exception):
     """A value cannot be computed on these runs; the message says why."""
 
 
-@cache
-def schema() -> dict[str, Any]:
-    """The claims file's schema (claims.schema.yaml), read once."""
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
-def read_claims(path: str | Path) -> list[dict[str, Any]]:
-    """The claims of a file, checked against the schema and for consistent names."""
-    try:
-        data = load_yaml(path, "claims file")
-    except InputError as err:
-        raise ClaimsError(str(err)) from None
-    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
-                    key=lambda e: list(map(str, e.path)))
-    if errors:
-        lines = [f"{'.'.join(map(str, e.absolute_path)) or 'claims'}: {e.message}"
-                 for e in errors]
-        raise ClaimsError(f"{path}: invalid claims file:\n  " + "\n  ".join(lines))
-    for claim in data["claims"]:
-        _check_names(claim)
-    ids = [c["id"] for c in data["claims"]]
-    if len(set(ids)) != len(ids):
-        repeated = sorted({i for i in ids if ids.count(i) > 1})
-        raise ClaimsError(f"{path}: claim ids repeat: {repeated}")
-    return data["claims"]
-
-
-def _check_names(claim: dict[str, Any]) -> None:
-    cells = claim["cells"]
-    used = [spec["cell"] for spec in claim["values"].values()]
-    used += list(claim.get("gates", {}).get("trained", {}))
-    used += [c["cell"] for c in claim.get("gates", {}).get("clock", [])]
-    for cell in used:
-        if cell not in cells:
-            raise ClaimsError(f"claim {claim['id']}: cell {cell!r} is used but not defined; "
-                              f"its cells are {', '.join(cells)}")
-    for text in claim["holds"]:
-        match = CONDITION.match(text)
-        if match is None:
-            raise ClaimsError(f"claim {claim['id']}: condition {text!r} is not 'a OP b' with "
-                              "OP one of >=, <=, >>, ~ (with 'within m' after ~)")
-        if (match["op"] == "~") != (match["margin"] is not None):
-            raise ClaimsError(f"claim {claim['id']}: condition {text!r}: '~' needs its "
-                              "equivalence margin ('a ~ b within 1'), and only '~' takes one")
-        for _, term in TERM.findall(match["lhs"] + " " + match["rhs"]):
-            if not _is_number(term) and term not in claim["values"]:
-                raise ClaimsError(f"claim {claim['id']}: condition {text!r} names {term!r}; "
-                                  f"its values are {', '.join(claim['values'])}")
-
-
-def _is_number(term: str) -> bool:
-    return term[0].isdigit()
-
-
 # ------------------------------------------------------------------------------ cells
-
-def select_cell(runs: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
-    """Runs whose columns match: a scalar, a list (any of), or {min, max} (inclusive);
-    `clock` filters the same way on the runs' final clocks; an optimizer property
-    (`adaptive: true`) selects the optimizers whose declaration has it."""
-    filters = {k: v for k, v in spec.items() if k != "clock" and k not in PROPERTIES}
-    filters |= spec.get("clock", {})
-    frame = runs
-    for prop in PROPERTIES:
-        if prop in spec:
-            frame = metrics.select(frame, optimizer=optimizers_where(prop, spec[prop]))
-    for column, wanted in filters.items():
-        if isinstance(wanted, dict):
-            values = frame[column].astype(float)
-            keep = values.ge(wanted.get("min", -math.inf)) & values.le(wanted.get("max", math.inf))
-            frame = frame[keep.fillna(False).to_numpy()]
-        else:
-            frame = metrics.select(frame, **{column: wanted})
-    return frame
 
 
 def done_runs(cell: pd.DataFrame) -> pd.DataFrame:
@@ -301,7 +215,7 @@ def condition_names(text: str) -> list[str]:
     """The values a condition reads (its named terms, either side)."""
     match = CONDITION.match(text)
     return [t for _, t in _terms(match["lhs"], 1.0) + _terms(match["rhs"], -1.0)
-            if not _is_number(t)]
+            if not is_number(t)]
 
 
 def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, float],
@@ -311,8 +225,8 @@ def test_condition(text: str, values: dict[str, Estimate], paper: dict[str, floa
     ~ for lhs - rhs within the margin (two one-sided tests)."""
     match = CONDITION.match(text)
     terms = _terms(match["lhs"], 1.0) + _terms(match["rhs"], -1.0)
-    threshold = -sum(c * float(t) for c, t in terms if _is_number(t))
-    named = [(c, t) for c, t in terms if not _is_number(t)]
+    threshold = -sum(c * float(t) for c, t in terms if is_number(t))
+    named = [(c, t) for c, t in terms if not is_number(t)]
     estimate = inference.combine([(c, values[t]) for c, t in named])
     effect = (sum(c * paper[t] for c, t in named) - threshold
               if all(t in paper for _, t in named) else None)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from initmem import checkout
-from initmem.analysis import design, metrics, sequential, staged
+from initmem.analysis import design, metrics, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, render_markdown, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
-from initmem.plan import cost
+from initmem.plan import cost, looks
 from initmem.plan.grid import load_config
 from initmem.records.aggregate import tables_from_archive, tables_from_records
 from initmem.vocabulary import MISSING
@@ -135,7 +135,7 @@ def replay(args: argparse.Namespace) -> int:
     """`--staged`: each source judged look by look as --config's staged study would."""
     if args.config is None:
         raise InputError("--staged needs --config, the config whose looks to replay")
-    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
+    staging = looks.Staging.of(load_config(args.config), read_claims(args.claims))
     tables = []
     for source in read_sources(args):
         table, used = staged.replay(staging, source.runs, source.epochs)
@@ -151,19 +151,19 @@ def judge_look(args: argparse.Namespace) -> int:
     """`--look`: a running staged study's decisions after one look."""
     if args.config is None:
         raise InputError("--look needs --config, the staged study's config")
-    if not 1 <= args.look <= len(staged.LOOKS):
-        raise InputError(f"--look {args.look}: the looks are 1 to {len(staged.LOOKS)}")
+    if not 1 <= args.look <= len(looks.LOOKS):
+        raise InputError(f"--look {args.look}: the looks are 1 to {len(looks.LOOKS)}")
     if (args.look > 1) != (args.previous is not None):
         raise InputError(f"--look {args.look}: --previous (the decisions of look "
                          f"{args.look - 1}) is needed from look 2 on, and only there")
     config = load_config(args.config)
     runs, epochs = tables_from_records(config, args.records)
-    previous = None if args.previous is None else staged.read_decisions(args.previous)
-    staging = staged.Staging.of(config, read_claims(args.claims))
+    previous = None if args.previous is None else looks.read_decisions(args.previous)
+    staging = looks.Staging.of(config, read_claims(args.claims))
     table = staged.judge_look(staging, args.look - 1, runs, epochs, previous)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out_csv, index=False)
-    print(tally(table["decision"], sequential.DECISIONS, f"claims after look {args.look}"))
+    print(tally(table["decision"], looks.DECISIONS, f"claims after look {args.look}"))
     return 0
 
 
@@ -171,8 +171,8 @@ def write_asked(args: argparse.Namespace) -> int:
     """`--asked`: the runs a staged study's looks asked for, after its last decisions."""
     if args.config is None or args.out_runs is None:
         raise InputError("--asked needs --config (the staged study's) and --out-runs")
-    staging = staged.Staging.of(load_config(args.config), read_claims(args.claims))
-    ids = sorted(staging.asked(staged.read_decisions(args.asked)))
+    staging = looks.Staging.of(load_config(args.config), read_claims(args.claims))
+    ids = sorted(staging.asked(looks.read_decisions(args.asked)))
     Path(args.out_runs).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out_runs).write_text("".join(f"{run_id}\n" for run_id in ids))
     print(f"{len(ids)} of the config's {len(staging.runs)} runs asked for by its looks")
@@ -203,6 +203,6 @@ def plan(args: argparse.Namespace) -> int:
     print(f"{args.config}, of {len(table)} claims: {', '.join(counts)}; the others out of "
           "regime or not in the config")
     if args.draws > 0:
-        staging = staged.Staging.of(config, claims)
+        staging = looks.Staging.of(config, claims)
         print(staged.render_looks(staging, staged.simulate(staging, 1.0, args.draws)))
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import pandas as pd
@@ -35,17 +34,15 @@ from initmem.analysis.inference import ALPHA, Estimate
 from initmem.markup import md_escape
 from initmem.plan import cost
 from initmem.plan.architectures import BATCHNORM_ARCHS
+from initmem.plan.cells import planned_table
 from initmem.plan.grid import expand_runs, pack_runs
-from initmem.plan.schedule import schedule_clocks
-from initmem.plan.spec import Pack, Recipe, Run, SpecError
-from initmem.records.aggregate import expected_specs
+from initmem.plan.spec import Pack, Run, SpecError
 from initmem.vocabulary import FIVE_SIGMAS
 
 BN_MOMENTUM_DECAY = 0.99  # Keras BatchNormalization momentum
 BN_START_RATIO = 1000.0
 BN_UPDATES = math.ceil(math.log(gates.BN_VAR_FACTOR / BN_START_RATIO)
                        / math.log(BN_MOMENTUM_DECAY))
-CLOCKS = ("T_SGD", "T_L2", "T_adapt")
 # What sets a study's scale, as against its experiments (config `common`).
 SCALE_FIELDS = ("dataset", "width", "train_subset", "eval_subset", "best_test_subset")
 # What a config can do with a claim it runs in regime, as the plan, README and docs say
@@ -56,29 +53,6 @@ OUTCOMES = ("confirmable with power", "refutable only", "cannot be planned")
 # Seed noise of |beta(t)|'s decades where no reference measures it: the laptop study
 # measured 0.05 (SGD) to 0.13 (Adam) decades between seeds at b = 16.
 DECAY_NOISE = 0.2
-
-
-@cache
-def final_clocks(recipe: Recipe) -> dict[str, float]:
-    """The clocks a recipe's runs end with (their records' T_SGD, T_L2, T_adapt)."""
-    last = schedule_clocks(recipe.lr0, recipe.b, recipe.steps_per_epoch, recipe.epochs,
-                           recipe.shrinkage, recipe.schedule, recipe.cosine_alpha).iloc[-1]
-    return {name: float(last[name]) for name in CLOCKS}
-
-
-def planned_runs(config: dict[str, Any]) -> pd.DataFrame:
-    """The config's expected runs as a runs table: specs, the clocks they will reach and
-    their updates, every outcome still to come (status "planned")."""
-    return _planned(expand_runs(config))
-
-
-def _planned(runs: list[Run]) -> pd.DataFrame:
-    table = expected_specs(runs)
-    for name in CLOCKS:
-        table[name] = [final_clocks(r.recipe)[name] for r in runs]
-    table["updates"] = [r.recipe.total_steps for r in runs]
-    table["status"] = "planned"
-    return table
 
 
 @dataclass
@@ -93,7 +67,7 @@ class Study:
     @classmethod
     def of(cls, runs: list[Run], execution: dict[str, Any]) -> Study:
         """The study of these runs, packed and priced as `execution` says."""
-        return cls(_planned(runs), list(pack_runs(runs, execution["pack_size"]).values()),
+        return cls(planned_table(runs), list(pack_runs(runs, execution["pack_size"]).values()),
                    cost.throughput(execution))
 
     @classmethod

@@ -20,36 +20,16 @@ Conventions:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from initmem.plan.spec import Recipe
-from initmem.vocabulary import INTERP_THRESHOLD, missing, sigma_w_key
+from initmem.plan.cells import recipe_keys, select
+from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 SEED_STD_DDOF = 1
-
-
-def recipe_keys() -> list[str]:
-    """Every recipe field: grouping by these gives one group per configuration."""
-    return [f.name for f in dataclasses.fields(Recipe)]
-
-
-def select(frame: pd.DataFrame, **filters: object) -> pd.DataFrame:
-    """Rows whose columns equal the given values (a list or tuple means "any of"; a
-    sigma_w by its canonical key); an unknown column is an error naming it."""
-    mask = pd.Series(True, index=frame.index)
-    for column, wanted in filters.items():
-        if column not in frame.columns:
-            raise KeyError(f"select: no column {column!r}; columns are {list(frame.columns)}")
-        values = list(wanted) if isinstance(wanted, list | tuple) else [wanted]
-        if column == "sigma_w":
-            values = [sigma_w_key(v) for v in values]
-        mask &= frame[column].isin(values).fillna(False).astype(bool)
-    return frame[mask]
 
 
 def _groups(frame: pd.DataFrame, keys: Sequence[str]):

@@ -50,7 +50,6 @@ from initmem.analysis import claims as judge
 from initmem.analysis import gates, inference, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 
-DECISIONS = ("holds", "fails", "futile", "continue", "out of regime", "not run")
 DECIDED = ("holds", "fails")
 
 
@@ -238,7 +237,7 @@ def claim_levels(claim: dict[str, Any], values: Mapping[str, Estimate],
 
 @dataclass(frozen=True)
 class Decision:
-    """A claim at one look: `kind` one of DECISIONS, the look's nominal level, why."""
+    """A claim at one look: `kind` one of plan.looks.DECISIONS, the look's nominal level, why."""
 
     kind: str
     level: float

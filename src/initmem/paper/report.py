@@ -36,7 +36,6 @@ from pathlib import Path
 import pandas as pd
 
 from initmem import checkout, untrusted
-from initmem.analysis import status as sweep
 from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.markup import TEX_SPECIALS
@@ -45,6 +44,7 @@ from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
 from initmem.records import environment
+from initmem.records import status as sweep
 from initmem.records.archive import read_environment
 from initmem.vocabulary import (
     COMPLETED,

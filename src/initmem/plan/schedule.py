@@ -10,6 +10,7 @@ the synthetic records and the paper's arithmetic use the closed forms.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -65,3 +66,14 @@ def clock_estimate(lr0: float, b: int, total_steps: int, lam: float = 0.0) -> di
     cosine decay): K eta^2 / b, K eta lambda, K eta."""
     return {"T_SGD": total_steps * lr0**2 / b, "T_L2": total_steps * lr0 * lam,
             "T_adapt": total_steps * lr0}
+
+
+CLOCKS = ("T_SGD", "T_L2", "T_adapt")
+
+
+@cache
+def final_clocks(recipe: Recipe) -> dict[str, float]:
+    """The clocks a recipe's runs end with (their records' T_SGD, T_L2, T_adapt)."""
+    last = schedule_clocks(recipe.lr0, recipe.b, recipe.steps_per_epoch, recipe.epochs,
+                           recipe.shrinkage, recipe.schedule, recipe.cosine_alpha).iloc[-1]
+    return {name: float(last[name]) for name in CLOCKS}

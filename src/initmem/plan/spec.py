@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from initmem.errors import InputError, naming
 from initmem.plan.architectures import ARCHS
 from initmem.plan.inputs import check_spec, load_yaml
@@ -334,3 +336,22 @@ class Pack:
         """Write the pack spec (to_dict) as JSON at `path`."""
         with naming(path):
             Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+_SPEC_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
+
+
+def spec_columns() -> dict[str, str]:
+    """A run's spec as table columns and their pandas dtypes: run_id, the recipe's fields
+    (derived from Recipe, so they cannot drift), sigma_w and seed. The spec columns of a
+    summary record, of the runs table and of the planned runs."""
+    columns = {"run_id": "string"}
+    for f in dataclasses.fields(Recipe):
+        columns[f.name] = _SPEC_DTYPES[str(f.type).split(" | ")[0]]
+    return {**columns, "sigma_w": "float64", "seed": "int64"}
+
+
+def spec_table(runs: list[Run]) -> pd.DataFrame:
+    """The spec columns of these runs, one row each, typed as in a summary record."""
+    frame = pd.DataFrame([run.as_row() for run in runs], columns=list(spec_columns()))
+    return frame.astype(spec_columns())

@@ -33,7 +33,7 @@ from initmem.plan.grid import (
     load_config,
     validate_config,
 )
-from initmem.plan.spec import Run
+from initmem.plan.spec import Run, spec_columns, spec_table
 from initmem.records.archive import archive_runs, read_archive, read_listed, read_manifest
 from initmem.records.files import (
     HISTORY_COLUMNS,
@@ -50,27 +50,16 @@ from initmem.vocabulary import MISSING
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
 
 
-def spec_columns() -> dict[str, str]:
-    """The columns of a summary record that say what was run (the rest are outcomes)."""
-    return {c: t for c, t in summary_columns().items() if c not in OUTCOME_COLUMNS}
-
-
 def runs_columns() -> dict[str, str]:
     """The runs table's columns: a summary's, its outcomes nullable (a missing run)."""
     return {c: NULLABLE.get(t, t) if c in OUTCOME_COLUMNS else t
             for c, t in summary_columns().items()}
 
 
-def expected_specs(runs: list[Run]) -> pd.DataFrame:
-    """The spec columns of every expected run, typed as in a summary record."""
-    frame = pd.DataFrame([run.as_row() for run in runs], columns=list(spec_columns()))
-    return frame.astype(spec_columns())
-
-
 def aggregate(runs: list[Run], summaries: pa.Table,
               histories: pa.Table) -> tuple[pd.DataFrame, pa.Table]:
     """(runs table, epochs table) of the expected runs from their records."""
-    specs = expected_specs(runs)
+    specs = spec_table(runs)
     outcomes = _outcomes(specs, typed_summaries(summaries))
     table = specs.merge(outcomes, on="run_id", how="left", validate="one_to_one")
     table["status"] = table["status"].fillna(MISSING)

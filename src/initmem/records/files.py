@@ -94,7 +94,7 @@ import pyarrow.parquet as pq
 from initmem import __version__
 from initmem.errors import InputError, naming
 from initmem.plan.schema import schema
-from initmem.plan.spec import LATER_FIELDS, Recipe, Run
+from initmem.plan.spec import LATER_FIELDS, Recipe, Run, spec_columns
 from initmem.untrusted import inside, read_bytes
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
@@ -313,15 +313,9 @@ def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return typed(pd.DataFrame(rows), summary_columns())
 
 
-_SPEC_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
-
-
 def summary_columns() -> dict[str, str]:
-    """Spec columns (derived from spec.Recipe, so they cannot drift) then outcomes."""
-    spec_cols = {"run_id": "string"}
-    for f in dataclasses.fields(Recipe):
-        spec_cols[f.name] = _SPEC_DTYPES[str(f.type).split(" | ")[0]]
-    return {**spec_cols, "sigma_w": "float64", "seed": "int64", **OUTCOME_COLUMNS}
+    """A summary record's columns: the spec's (plan.spec.spec_columns) then outcomes."""
+    return {**spec_columns(), **OUTCOME_COLUMNS}
 
 
 # Where the rows of a frame read from records came from, for errors: the file (or

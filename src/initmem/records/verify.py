@@ -26,9 +26,9 @@ import pandas as pd
 
 from initmem.markup import terminal
 from initmem.plan.grid import expand_runs, load_config
-from initmem.plan.spec import Run
+from initmem.plan.spec import Run, spec_table
 from initmem.records import environment
-from initmem.records.aggregate import expected_specs, spec_mismatches, typed_summaries
+from initmem.records.aggregate import spec_mismatches, typed_summaries
 from initmem.records.archive import archive_runs, read_archive, read_environment
 from initmem.records.files import RecordError, read_records
 from initmem.untrusted import inside
@@ -75,7 +75,7 @@ def verify_run(root: Path, run: Run) -> tuple[Finding, pd.DataFrame | None]:
 
 
 def _spec_finding(run: Run, summary: pd.DataFrame) -> Finding:
-    stale = spec_mismatches(expected_specs([run]), summary.reset_index(drop=True))
+    stale = spec_mismatches(spec_table([run]), summary.reset_index(drop=True))
     return Finding(STALE, run.run_id, stale[0]) if stale else Finding(GOOD, run.run_id)
 
 

@@ -7,8 +7,9 @@ import pandas as pd
 
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
-from initmem.analysis.figures.common import FigureInputs, no_data, select
+from initmem.analysis.figures.common import FigureInputs, no_data
 from initmem.analysis.figures.sweeps import PAPER_B, Drawn
+from initmem.plan.cells import select
 from initmem.plan.optimizers import OptimizerDisplay
 
 KEYS = ["family", "optimizer", "b", "lr0", "l2"]

@@ -17,6 +17,7 @@ import pandas as pd
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
 from initmem.errors import InputError
+from initmem.plan.cells import select
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import PALETTE, OptimizerDisplay, display, optimizer_display
 from initmem.vocabulary import DIVERGED, generated, missing
@@ -88,7 +89,6 @@ def _read(path: str | Path | None, columns: list[str] | None = None,
         raise FigureInputError(f"{path}: {err}") from None
 
 
-select = metrics.select  # rows equal to given values; floats with a tolerance
 
 
 def on_sigmas(frame: pd.DataFrame, sigmas: Iterable[float]) -> pd.DataFrame:

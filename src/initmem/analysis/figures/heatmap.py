@@ -8,8 +8,9 @@ from matplotlib import patheffects
 
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
-from initmem.analysis.figures.common import FigureInputs, select
+from initmem.analysis.figures.common import FigureInputs
 from initmem.analysis.figures.sweeps import ACC, Drawn
+from initmem.plan.cells import select
 
 CMAP = "viridis"
 NAN_COLOR = "0.85"  # cells without any finished run

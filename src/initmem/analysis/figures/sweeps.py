@@ -18,12 +18,12 @@ from initmem.analysis.figures.common import (
     FigureInputs,
     draw_curves,
     on_sigmas,
-    select,
     sigma_axis,
     sigma_grid,
     spread,
 )
 from initmem.plan.architectures import ARCHITECTURES, depth_study
+from initmem.plan.cells import select
 from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show

@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from initmem import checkout
-from initmem.analysis import claims as judge
-from initmem.analysis import staged
 from initmem.markup import screen_control, terminal
-from initmem.plan import cost
+from initmem.plan import cost, looks
+from initmem.plan.claims_file import read_claims
 from initmem.plan.grid import load_config, make_packs
 from initmem.plan.spec import Pack
 from initmem.records import cluster, heartbeat
@@ -103,11 +102,11 @@ def sweep_status(config_path: str | Path, records: str | Path,
     config = load_config(config_path)
     records = Path(records)
     root = Path(checkpoints) if checkpoints else records / ".checkpoints"
-    staging = (staged.Staging.of(config, judge.read_claims(claims)) if config["staged"]
+    staging = (looks.Staging.of(config, read_claims(claims)) if config["staged"]
                else None)
     packs = staging.packs() if staging else make_packs(config)
     # a staged study's seeds that no open claim will ask for are not queued work
-    needed = staged.needed_runs(staging, records.parent / "looks") if staging else None
+    needed = looks.needed_runs(staging, records.parent / "looks") if staging else None
     if needed is not None:
         packs = {pack_id: pack for pack_id, pack in packs.items()
                  if any(run.run_id in needed for run in pack.runs)}
@@ -132,11 +131,11 @@ def sweep_status(config_path: str | Path, records: str | Path,
                                           execution["compaction"])
                for pack_id, pack in packs.items()}  # as the workflow's PACK_SECONDS
     hours, eta = _projection(seconds, walls, finished, trainers, now)
-    looks = (staged.looks_text(staging, records.parent / "looks", recorded,
-                               _spent_by_pack(walls, trainers)) if staging else "")
+    progress = (looks.looks_text(staging, records.parent / "looks", recorded,
+                                 _spent_by_pack(walls, trainers)) if staging else "")
     return SweepStatus(str(config_path), now, _merge(rows), _sum(rows), trainers, hours, eta,
                        slurm_jobs(cost.training_jobs(seconds, execution["packs_per_job"])),
-                       looks)
+                       progress)
 
 
 def _run_states(pack: Pack, records: Path, verdict: heartbeat.Verdict | None,
