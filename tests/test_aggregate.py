@@ -11,7 +11,7 @@ from fakes import fake_history, write_fake_run
 
 from initmem import cli, vocabulary
 from initmem.plan import grid
-from initmem.plan.spec import Recipe, Run
+from initmem.plan.spec import Recipe, Run, spec_columns
 from initmem.records import aggregate
 from initmem.records.files import (
     HISTORY_COLUMNS,
@@ -155,7 +155,7 @@ def test_cli_writes_both_tables(tmp_path, runs):
 
 def test_spec_columns_follow_the_recipe():
     fields = [f.name for f in dataclasses.fields(Recipe)]
-    assert list(aggregate.spec_columns()) == ["run_id", *fields, "sigma_w", "seed"]
+    assert list(spec_columns()) == ["run_id", *fields, "sigma_w", "seed"]
 
 
 # The columns schema 4 added (the others of LATER_COLUMNS came with schema 3)

@@ -13,7 +13,8 @@ import yaml
 from initmem import cli
 from initmem.errors import InputError
 from initmem.plan import cost, grid
-from initmem.plan.spec import ARCHS, Pack, Recipe, Run
+from initmem.plan.architectures import ARCHS
+from initmem.plan.spec import Pack, Recipe, Run
 from initmem.training.models import build_model, train_flops_per_image
 
 ROOT = Path(__file__).resolve().parents[1]

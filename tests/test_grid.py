@@ -9,8 +9,9 @@ import yaml
 
 from initmem import cli
 from initmem.plan import grid
+from initmem.plan.architectures import ARCHS
 from initmem.plan.schema import SCHEMA_PATH, schema
-from initmem.plan.spec import ARCHS, DATASETS, OPTIMIZERS, SCHEDULES, Recipe
+from initmem.plan.spec import DATASET_SIZES, DATASETS, OPTIMIZERS, SCHEDULES, Recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "config.yaml"
@@ -122,8 +123,9 @@ def test_schema_fields_and_enums_mirror_the_spec():
     recipe_fields = {f.name for f in dataclasses.fields(Recipe)} - {"family"}
     assert set(defs["recipe"]["properties"]) == recipe_fields
     assert set(defs["grid"]["properties"]) == recipe_fields
-    for name, values in [("arch", ARCHS), ("schedule", SCHEDULES), ("dataset", DATASETS)]:
-        assert tuple(defs["field"][name]["enum"]) == values
+    assert tuple(defs["field"]["arch"]["enum"]) == tuple(ARCHS)
+    assert set(DATASET_SIZES) == set(DATASETS) == set(defs["field"]["dataset"]["enum"])
+    assert tuple(defs["field"]["schedule"]["enum"]) == SCHEDULES
     # networks are their declarations (initmem.plan.architectures): the file lists none
     assert "enum" not in yaml.safe_load(SCHEMA_PATH.read_text())["$defs"]["field"]["arch"]
     # optimizers are the modules of training/optimizers/: no enum to keep in step

@@ -216,7 +216,8 @@ def test_hyperparameters_name_the_run_only_when_moved(name):
 
 
 def test_hyperparameters_must_be_numbers():
-    with pytest.raises(SpecError, match=r"beta_2='x' is not allowed; it must be a finite"):
+    with pytest.raises(SpecError, match=r"hyperparameters.beta_2='x' is not allowed; "
+                       r"hyperparameters.beta_2 must be of type number"):
         registry_recipe("adam", {"beta_2": "x"})
     with pytest.raises(SpecError, match=r"ns_steps=5.5 is not allowed; it must be an integer"):
         registry_recipe("muon", {"ns_steps": 5.5})

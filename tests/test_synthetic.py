@@ -10,6 +10,7 @@ from initmem.analysis import metrics
 from initmem.cli import main
 from initmem.plan import grid
 from initmem.plan.schedule import schedule_clocks
+from initmem.plan.spec import spec_columns
 from initmem.records import aggregate, synthetic
 from initmem.records import files as records
 
@@ -34,7 +35,7 @@ def test_every_expected_run_is_there_and_marked_generated(config, generated):
     assert set(done["record_source"]) == {"generated"}
     assert set(epochs["record_source"]) == {"generated"}
     assert list(epochs.columns) == [*records.HISTORY_COLUMNS,
-                                    *[c for c in aggregate.spec_columns() if c != "run_id"],
+                                    *[c for c in spec_columns() if c != "run_id"],
                                     "record_source"]
     assert list(runs.columns) == list(aggregate.runs_columns())
     assert len(epochs) == done["epochs_run"].sum()

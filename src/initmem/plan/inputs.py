@@ -176,11 +176,11 @@ def spec_schema() -> dict[str, Any]:
     a non-empty list of {sigma_w, seed}."""
     config = schema()
     recipe = copy.deepcopy(config["$defs"]["recipe"])
-    recipe["properties"]["family"] = {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}
+    recipe["properties"]["family"] = {"$ref": "#/$defs/field/family"}
     recipe["required"] = list(SPEC_REQUIRED)
-    seed = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
     run = {"type": "object", "additionalProperties": False, "required": ["sigma_w", "seed"],
-           "properties": {"sigma_w": {"$ref": "#/$defs/field/sigma_w"}, "seed": seed}}
+           "properties": {"sigma_w": {"$ref": "#/$defs/field/sigma_w"},
+                          "seed": {"$ref": "#/$defs/field/seed"}}}
     return {"$defs": config["$defs"], "type": "object", "additionalProperties": False,
             "required": ["recipe", "runs"],
             "properties": {"recipe": recipe,

@@ -13,13 +13,14 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pandas as pd
 
 from initmem.errors import InputError, naming
-from initmem.plan.architectures import ARCHS
 from initmem.plan.inputs import check_spec, load_yaml
 from initmem.plan.optimizers import (
     OPTIMIZERS,
@@ -29,6 +30,7 @@ from initmem.plan.optimizers import (
     hyperparameter_text,
     parse_hyperparameters,
 )
+from initmem.plan.schema import describe, schema
 from initmem.vocabulary import sigma_w_key
 
 # Recipe fields newer than some records and specs: left at their default they are left
@@ -36,8 +38,12 @@ from initmem.vocabulary import sigma_w_key
 # record without the column was made with the default.
 LATER_FIELDS = {"muon_adam_weight_decay": None, "best_test_subset": None,
                 "hyperparameters": None}
-SCHEDULES = ("cosine", "constant")
-DATASETS = ("cifar10", "synthetic")
+# A recipe field's domain (type, range, the names allowed) is declared once, in the
+# config schema's $defs/field (plan/schemas/config.schema.yaml): the config, a pack spec
+# and a Recipe built in code are each checked against that one declaration.
+FIELDS = schema()["$defs"]["field"]
+SCHEDULES = tuple(FIELDS["schedule"]["enum"])
+DATASETS = tuple(FIELDS["dataset"]["enum"])
 TRAIN_SIZE = 40_000  # CIFAR-10 training images left after the 10,000 validation hold-out
 EVAL_SIZE = 10_000  # CIFAR-10 validation and test images
 SYNTHETIC_TRAIN_SIZE = 2_000  # the synthetic data set's training split
@@ -54,6 +60,23 @@ class SpecError(InputError):
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
     if not ok:
         raise SpecError(f"{key}={value!r} is not allowed; {key} must be {allowed}")
+
+
+@cache
+def _field_validator(name: str) -> jsonschema.Validator:
+    return jsonschema.Draft202012Validator(FIELDS[name])
+
+
+def check_field(name: str, value: Any) -> None:
+    """SpecError unless `value` is in the domain its field declares (the config schema's
+    $defs/field, worded as a config's error is), and finite where it is a number (what a
+    JSON schema cannot say of YAML's .nan and .inf)."""
+    error = jsonschema.exceptions.best_match(_field_validator(name).iter_errors(value))
+    if error is not None:
+        error.path.appendleft(name)
+        raise SpecError(describe(error))
+    _check(not isinstance(value, float) or math.isfinite(value), name, value,
+           "a finite number")
 
 
 @dataclass(frozen=True)
@@ -91,34 +114,15 @@ class Recipe:
     best_test_subset: int | None = None
 
     def __post_init__(self) -> None:
-        """Refuse a field out of its domain (SpecError naming it and what is allowed)."""
-        _check(bool(self.family) and self.family.replace("_", "").isalnum(), "family",
-               self.family, "a non-empty name of letters, digits and '_'")
-        _check(self.arch in ARCHS, "arch", self.arch, f"one of {', '.join(ARCHS)}")
+        """Refuse a field out of its domain (SpecError naming it and what is allowed):
+        each field as the config schema declares it (check_field), then what one field
+        says of another (the optimizer's fields, the data set's sizes)."""
+        for f in dataclasses.fields(self):
+            check_field(f.name, getattr(self, f.name))
         _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
                f"one of {', '.join(OPTIMIZERS)}")
         self._check_hyperparameters()
-        _check(self.schedule in SCHEDULES, "schedule", self.schedule,
-               f"one of {', '.join(SCHEDULES)}")
-        _check(self.dataset in DATASETS, "dataset", self.dataset,
-               f"one of {', '.join(DATASETS)}")
-        for key in ("b", "epochs"):
-            value = getattr(self, key)
-            _check(_count(value) and value > 0, key, value, "a positive integer")
-        _check(_finite(self.lr0) and self.lr0 > 0, "lr0", self.lr0, "a positive number")
-        _check(_finite(self.width) and self.width > 0, "width", self.width,
-               "a positive number")
-        _check(_finite(self.cosine_alpha) and 0 <= self.cosine_alpha <= 1, "cosine_alpha",
-               self.cosine_alpha, "a number in [0, 1]")
-        _check(_finite(self.momentum) and 0 <= self.momentum < 1, "momentum", self.momentum,
-               "a number in [0, 1)")
-        for key in ("weight_decay", "l2"):
-            value = getattr(self, key)
-            _check(_finite(value) and value >= 0, key, value, "a number >= 0")
         self._check_optimizer_fields()
-        _check(isinstance(self.augment, bool), "augment", self.augment, "true or false")
-        _check(self.patience is None or (_count(self.patience) and self.patience > 0),
-               "patience", self.patience, "null or a positive integer")
         n_train, n_eval = DATASET_SIZES[self.dataset]
         for key, most in (("train_subset", n_train), ("eval_subset", n_eval),
                           ("best_test_subset", n_eval)):
@@ -147,9 +151,6 @@ class Recipe:
     def _check_optimizer_fields(self) -> None:
         """The recipe fields an optimizer does not take stay at their defaults; the ones it
         requires are set (its declaration says which)."""
-        value = self.muon_adam_weight_decay
-        _check(value is None or (_finite(value) and value >= 0), "muon_adam_weight_decay",
-               value, "null or a number >= 0")
         declared = self.declaration
         for key in RECIPE_FIELDS:
             value, unset = getattr(self, key), Recipe.__dataclass_fields__[key].default
@@ -246,10 +247,6 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
             if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _count(x: Any) -> bool:
     """An integer, never a bool (YAML's `true` is Python's 1)."""
     return isinstance(x, int) and not isinstance(x, bool)
@@ -264,12 +261,10 @@ class Run:
     seed: int
 
     def __post_init__(self) -> None:
-        """Refuse a sigma_w that is not a positive number or a seed out of range; keep
+        """Refuse a sigma_w or a seed out of its declared domain (check_field); keep
         sigma_w as its canonical key (vocabulary.sigma_w_key)."""
-        _check(_finite(self.sigma_w) and self.sigma_w > 0, "sigma_w", self.sigma_w,
-               "a positive number")
-        _check(_count(self.seed) and 0 <= self.seed < 2**31, "seed", self.seed,
-               "an integer in [0, 2^31)")
+        check_field("sigma_w", self.sigma_w)
+        check_field("seed", self.seed)
         object.__setattr__(self, "sigma_w", sigma_w_key(self.sigma_w))
 
     @property
