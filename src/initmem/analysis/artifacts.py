@@ -52,11 +52,7 @@ class Artifact:
 
     def families(self, config: dict, *wanted: str) -> list[str]:
         """The config's families playing `wanted` roles, each of which it must declare."""
-        undeclared = [role for role in wanted if role not in self.roles]
-        if undeclared:  # a builder reading more than its declaration says
-            raise ValueError(f"{self.name} reads role {undeclared[0]!r} it does not declare "
-                             f"(it declares {', '.join(self.roles) or 'none'})")
-        return roles.families(config, *wanted)
+        return roles.families(config, *wanted, declared=self.roles, reader=self.name)
 
     def family(self, config: dict, role: str) -> str | None:
         """The one family playing `role` (declared), or None when no family does."""

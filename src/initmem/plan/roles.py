@@ -11,6 +11,7 @@ ROLES in the schema's enum) and analysis reads them through `families`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 # role -> what the paper does with it (the schema's description of `role`)
@@ -37,12 +38,19 @@ def cast(config: dict[str, Any]) -> dict[str, str]:
             if (role := role_of(name, family)) is not None}
 
 
-def families(config: dict[str, Any], *roles: str) -> list[str]:
+def families(config: dict[str, Any], *roles: str, declared: Iterable[str] = tuple(ROLES),
+             reader: str = "this reader") -> list[str]:
     """The families playing `roles`, in their order (none for a role no family plays);
-    a config without families (a figure drawn without one) casts every role by name."""
+    a config without families (a figure drawn without one) casts every role by name.
+    `declared`: the roles `reader` (a table, a figure) says it reads; asking another is a
+    bug of the reader, a ValueError naming both."""
     unknown = [role for role in roles if role not in ROLES]
     if unknown:
         raise ValueError(f"role {unknown[0]!r} is not allowed; roles are {', '.join(ROLES)}")
+    undeclared = [role for role in roles if role not in declared]
+    if undeclared:
+        raise ValueError(f"{reader} reads role {undeclared[0]!r} it does not declare (it "
+                         f"declares {', '.join(declared) or 'none'})")
     if "families" not in config:
         return list(roles)
     playing = cast(config)

@@ -8,8 +8,9 @@ them to its Jinja template in src/initmem/analysis/templates/ (delimiters \\VAR{
 optimizers named by the config, rows only where the config plans runs (a table that plans
 none says so instead of a tabular); a cell without runs shows a red ?? and partial or
 diverged cells carry markers explained in the table's footnote. Any generated (synthetic)
-record in the runs table puts a red SYNTHETIC mark on every table. Beside each table.tex, table.csv holds its cells, one per row (what
-the scorecard compares, and the readable table of the HTML report).
+record in the runs table puts a red SYNTHETIC mark on every table. Beside each table.tex,
+table.csv holds its cells, one per row (what the scorecard compares, and the readable
+table of the HTML report).
 
 The rendered LaTeX needs the packages booktabs, xcolor and graphicx.
 """
