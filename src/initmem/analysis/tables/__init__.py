@@ -25,7 +25,7 @@ import jinja2
 import pandas as pd
 
 from initmem.analysis import artifacts
-from initmem.analysis.tables.cells import Cell, legend
+from initmem.analysis.tables.cells import TIDY_COLUMNS, Cell, legend
 from initmem.errors import InputError
 from initmem.markup import tex_escape
 from initmem.plan.grid import load_config
@@ -92,7 +92,7 @@ def is_synthetic(runs: pd.DataFrame) -> bool:
 
 def cells_frame(table: Table) -> pd.DataFrame:
     """The table's cells as a tidy frame, one row per number (CELL_KEY, value, std, counts)."""
-    return pd.DataFrame([c.tidy() for c in table.cells])
+    return pd.DataFrame([c.tidy() for c in table.cells], columns=list(TIDY_COLUMNS))
 
 
 def write_table(number: int, runs_path: str | Path | None, config_path: str | Path,
