@@ -14,7 +14,6 @@ from analysis_frames import scorecard_of
 
 from initmem.analysis import claims, figures, tables
 from initmem.analysis.figures.common import FigureInputs
-from initmem.analysis.tables import rows as table_rows
 from initmem.plan import grid
 from initmem.plan.spec import OPTIMIZERS, Recipe
 from initmem.records import synthetic
@@ -113,7 +112,7 @@ def test_an_optimizer_entry_sets_its_schedule_and_its_labels_say_so():
     assert schedules == {"sgd": "cosine", "adam": "cosine", "schedule_free_adamw": "constant"}
     runs, epochs = synthetic.generate(config)
     label = "Schedule-Free AdamW (constant rate)"
-    assert [row["label"] for row in table_rows.optimizer_settings(config)["rows"]] == [
+    assert [row["label"] for row in tables.build(1, None, config).context["rows"]] == [
         "SGD", "Adam", label]
     tex = tables.render(tables.build(2, runs, config), tables.is_synthetic(runs))
     assert any(f" & {label} & " in line for line in tex.splitlines())

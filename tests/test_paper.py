@@ -14,13 +14,13 @@ import yaml
 from initmem import paper
 from initmem.analysis import figures, tables
 from initmem.errors import InputError
-from initmem.plan import grid
+from initmem.plan import artifacts, grid
 from initmem.records import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_DIR = ROOT / "paper"
-FIGURES = range(1, 10)
-TABLES = range(1, 8)
+FIGURES = list(artifacts.FIGURES)
+TABLES = list(artifacts.TABLES)
 INCOMPLETE_BANNER = r"INCOMPLETE:\s+\d+\s+of\s+\d+\s+expected\s+runs\s+have\s+no\s+record"
 latex = pytest.mark.latex
 needs_latexmk = pytest.mark.skipif(shutil.which("latexmk") is None,

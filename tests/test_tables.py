@@ -11,6 +11,7 @@ from analysis_frames import runs_table, small_config
 from initmem.analysis import tables
 from initmem.analysis.tables import cells
 from initmem.cli import main
+from initmem.plan import artifacts
 from initmem.plan.grid import load_config
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
 from initmem.vocabulary import SYNTHETIC_MARK
@@ -160,7 +161,7 @@ def test_every_table_renders_from_a_small_synthetic_config():
 
     config = small_config()
     runs, _ = synthetic.generate(config, missing=0.05)
-    for number in tables.TABLES:
+    for number in artifacts.TABLES:
         tex = render(number, runs, config)
         assert tex.count(tables.SYNTHETIC_MARK) == 2  # above the table and in the caption
         assert tex.count(r"\begin{tabular}") == 1 and tex.count(r"\end{tabular}") == 1
@@ -259,7 +260,7 @@ def test_tables_2_and_3_show_only_the_planned_rows_a_rule_between_batch_sizes(na
 
     config = load_config(Path(__file__).parents[1] / "config" / f"{name}.yaml")
     runs, _ = synthetic.generate(config)
-    planned = tables.rows.planned_rows(config)
+    planned = tables.rows.planned_rows(tables.rows.Sheet(artifacts.table(2), config))
     for number in (2, 3):
         tex = render(number, runs, config)
         body = tex[tex.index(r"\midrule") + len(r"\midrule"):tex.index(r"\bottomrule")]

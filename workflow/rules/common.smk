@@ -17,7 +17,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
 from initmem.errors import InputError
-from initmem.plan import cost, grid, inputs, looks
+from initmem.plan import artifacts, cost, grid, inputs, looks
 from initmem.plan.claims_file import read_claims
 
 # Snakemake's YAML reader keeps the last of a repeated key silently: the package's
@@ -64,11 +64,23 @@ ASKED_FILE = "results/looks/runs.txt"
 EPOCHS_TABLE = "results/aggregate/epochs.parquet"
 CONFIG_FILE = "results/config.yaml"
 ARCHIVE_FILE = "results/archive/runs.tar"
-TABLE_FILES = [f"results/tables/table{n}.tex" for n in range(1, 8)]
-FIGURES = range(1, 10)
+# The paper's tables and figures, as initmem.plan.artifacts declares them.
+TABLE_FILES = [f"results/tables/{t.name}.tex" for t in artifacts.TABLES.values()]
 FIGURE_FILES = [
-    f"results/figures/fig{n}.{ext}" for n in FIGURES for ext in ("pdf", "png")
+    f"results/figures/{f.name}.{ext}"
+    for f in artifacts.FIGURES.values()
+    for ext in ("pdf", "png")
 ]
+
+
+def numbers(declared, reads_runs):
+    """A wildcard constraint: the numbers of the declared tables or figures that read
+    the runs (or, reads_runs=False, that do not)."""
+    return "|".join(str(n) for n, a in declared.items() if a.reads_runs == reads_runs)
+
+
+TABLES_OF_RUNS = numbers(artifacts.TABLES, True)
+FIGURES_OF_RUNS = numbers(artifacts.FIGURES, True)
 CLAIMS_FILES = [
     *(f"results/claims/claims.{ext}" for ext in ("csv", "tex", "md")),
     "results/claims/claims_values.csv",
@@ -224,30 +236,9 @@ def config_name():
     return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
 
 
-# Where each figure and table sits in the paper: (category, subcategory). Categories are
-# numbered because the report lists them alphabetically.
-MAIN, APPENDIX = "2 Main text", "3 Appendices"
-FIGURE_SECTIONS = {
-    1: (MAIN, "§3.1 SGD vs. Adam and Muon"),
-    2: (MAIN, "§3.1 SGD vs. Adam and Muon"),
-    3: (MAIN, "§3.1 SGD vs. Adam and Muon"),
-    4: (MAIN, "§3.2 Dependence on hyperparameters"),
-    5: (MAIN, "§3.2 Dependence on hyperparameters"),
-    6: (MAIN, "§4 The time scale of forgetting"),
-    7: (APPENDIX, "D Depth comparison"),
-    8: (APPENDIX, "E Normalization and augmentation"),
-    9: (APPENDIX, "G Minimal linear model"),
-}
-TABLE_SECTIONS = {
-    1: (APPENDIX, "A Experimental details"),
-    2: (APPENDIX, "B Supplementary tables"),
-    3: (APPENDIX, "B Supplementary tables"),
-    4: (APPENDIX, "C Learning-rate ablation"),
-    5: (APPENDIX, "D Depth comparison"),
-    6: (APPENDIX, "E Normalization and augmentation"),
-    7: (APPENDIX, "F Best-training pipeline"),
-}
-REPRODUCTION = "1 Reproduction"
+# The report's own pages sit under the category every table and figure follows
+# (theirs: initmem.plan.artifacts, with their captions).
+REPRODUCTION = artifacts.REPRODUCTION
 
 
 def reported(path, caption, section):
@@ -262,7 +253,7 @@ def reported(path, caption, section):
 
 def get_report_files():
     """Every file the report shows: run status, scorecard, claims and paper first, then
-    Figures 1-9 and Tables 1-7 under their sections."""
+    every declared figure and table under its section, with its caption."""
     files = [
         reported(f"{REPORT_DIR}/status.html", "status", (REPRODUCTION, "Run status")),
         reported(
@@ -272,11 +263,11 @@ def get_report_files():
         reported(PAPER_PDF, "paper", (REPRODUCTION, "Paper")),
     ]
     files += [
-        reported(f"results/figures/fig{n}.png", f"figures/fig{n}", section)
-        for n, section in FIGURE_SECTIONS.items()
+        reported(f"results/figures/{f.name}.png", f.caption, f.section)
+        for f in artifacts.FIGURES.values()
     ]
     files += [
-        reported(f"{REPORT_DIR}/tables/table{n}.html", f"tables/table{n}", section)
-        for n, section in TABLE_SECTIONS.items()
+        reported(f"{REPORT_DIR}/tables/{t.name}.html", t.caption, t.section)
+        for t in artifacts.TABLES.values()
     ]
     return files

@@ -65,7 +65,7 @@ rule render_table_page:
     log:
         "logs/report/table{n}.log",
     wildcard_constraints:
-        n="[2-7]",
+        n=TABLES_OF_RUNS,
     localrule: True
     conda:
         "../../envs/analysis.yaml"

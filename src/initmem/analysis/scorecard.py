@@ -39,6 +39,7 @@ import pandas as pd
 
 from initmem.analysis import macros, tables
 from initmem.errors import InputError
+from initmem.plan import artifacts
 from initmem.plan.architectures import ARCHS
 from initmem.vocabulary import CELL_KEY, SYNTHETIC_MARK
 
@@ -72,7 +73,8 @@ def _norm(value: object) -> str:
 
 def read_cells(tables_dir: str | Path) -> pd.DataFrame:
     """Our cells of Tables 2-7 as the tables wrote them (table{N}.csv), keys normalised."""
-    files = [Path(tables_dir) / f"table{n}.csv" for n in tables.TABLES if n != 1]
+    files = [Path(tables_dir) / f"{t.name}.csv" for t in artifacts.TABLES.values()
+             if t.reads_runs]
     absent = [str(f) for f in files if not f.exists()]
     if absent:
         raise InputError(f"--tables {tables_dir}: {', '.join(absent)} missing; render the "

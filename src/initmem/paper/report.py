@@ -40,6 +40,7 @@ from initmem.analysis.tables import build
 from initmem.errors import InputError
 from initmem.markup import TEX_SPECIALS
 from initmem.paper import browser, provenance_marks, run_counts
+from initmem.plan import artifacts
 from initmem.plan.architectures import ARCH_LABELS
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import optimizer_display
@@ -262,7 +263,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--out", type=Path, required=True)
     status.add_argument("--marks", type=Path, required=True, help="marks.json to write")
     table = sub.add_parser("table", help="one of Tables 1-7 as HTML")
-    table.add_argument("number", type=int, choices=range(1, 8))
+    table.add_argument("number", type=int, choices=list(artifacts.TABLES))
     table.add_argument("--config", type=Path, required=True,
                        help="results/config.yaml: Table 1, the optimizers' names")
     table.add_argument("--cells", type=Path, help="tables/tableN.csv (Tables 2-7)")
@@ -328,13 +329,13 @@ def main(args: argparse.Namespace) -> int:
         write(args.out, status_page(runs, args.config_name, marks, config_text, sweep_text,
                                     environment_text))
     elif args.action == "table":
-        if args.number > 1 and args.cells is None:
+        of_runs = artifacts.table(args.number).reads_runs  # else: from the config alone
+        if of_runs and args.cells is None:
             raise InputError(f"table {args.number} is drawn from its cells: pass --cells "
                              f"tables/table{args.number}.csv")
         config = load_config(args.config)
         labels = {name: shown.label for name, shown in optimizer_display(config).items()}
-        body = settings_table(config) if args.number == 1 else cells_table(
-            read_csv(args.cells), labels)
+        body = cells_table(read_csv(args.cells), labels) if of_runs else settings_table(config)
         write(args.out, page(f"Table {args.number}", read_marks(args.marks), body))
     else:
         body = read_csv(args.csv).to_html(index=False, na_rep="", escape=True)

@@ -16,6 +16,7 @@ import jsonschema
 import yaml
 
 from initmem.errors import InputError
+from initmem.plan import roles
 from initmem.plan.architectures import ARCHS
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
@@ -27,20 +28,26 @@ class ConfigError(InputError):
 
 @cache
 def schema() -> dict[str, Any]:
-    """The schema file, with the declared networks as `arch`'s enum: a network is one
-    entry of initmem.plan.architectures, not also a list here (Snakemake's validate() of
-    the file alone runs after this check, so it need not know them)."""
+    """The schema file, with the declared networks as `arch`'s enum and the roles as a
+    family's `role` enum: a network is one entry of initmem.plan.architectures and a role
+    one of initmem.plan.roles, not also a list here (Snakemake's validate() of the file
+    alone runs after this check, so it need not know them)."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     loaded["$defs"]["field"]["arch"]["enum"] = list(ARCHS)
+    loaded["$defs"]["family"]["properties"]["role"]["enum"] = list(roles.ROLES)
     return loaded
 
 
 def check_schema(config: Any) -> None:
-    """Raise ConfigError listing every schema violation, one line each."""
+    """Raise ConfigError listing every schema violation, one line each, then every role
+    two families claim (the one rule across families a schema cannot say; checked here,
+    where every reader of a config passes first)."""
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
     if errors:
         raise invalid(dict.fromkeys(describe(e) for e in errors))  # a $ref can report one twice
+    if problems := roles.problems(config):
+        raise invalid(problems)
 
 
 def invalid(problems: Iterable[str]) -> ConfigError:

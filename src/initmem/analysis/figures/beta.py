@@ -11,17 +11,19 @@ from initmem.analysis.figures.common import FigureInputs, no_data
 from initmem.analysis.figures.sweeps import PAPER_B, Drawn
 from initmem.plan.cells import select
 from initmem.plan.optimizers import OptimizerDisplay
+from initmem.plan.roles import LR_L2, MAIN
 
 KEYS = ["family", "optimizer", "b", "lr0", "l2"]
-SGD_L2 = {"family": "lr_l2", "optimizer": "sgd", "lr0": 1e-2, "l2": 1e-2}  # Fig. 6 green
+SGD_L2 = {"optimizer": "sgd", "lr0": 1e-2, "l2": 1e-2}  # Fig. 6 green, of the lr_l2 ablation
 
 
 def beta_curves(inputs: FigureInputs) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """|beta| and the clocks per configuration and epoch, and the run selections used."""
     epochs = inputs.need_epochs()
     runs = inputs.need_runs()
-    wanted = [select(runs, family="main"), select(runs, **SGD_L2, b=list(PAPER_B))]
-    parts = [select(epochs, family="main"), select(epochs, **SGD_L2, b=list(PAPER_B))]
+    main, sgd_l2 = inputs.families(MAIN), {**SGD_L2, "family": inputs.families(LR_L2)}
+    wanted = [select(runs, family=main), select(runs, **sgd_l2, b=list(PAPER_B))]
+    parts = [select(epochs, family=main), select(epochs, **sgd_l2, b=list(PAPER_B))]
     data = pd.concat(parts)
     if data.empty:
         return pd.DataFrame(columns=[*KEYS, "epoch", "abs_beta", "T_SGD", "T_L2",
@@ -44,8 +46,8 @@ def fig6(inputs: FigureInputs) -> Drawn:
     and b=128; against T_SGD and T_L2 (e) and against T_adapt (f)."""
     curves, used = beta_curves(inputs)
     fig, axes = style.figure(3, 2, height_in=5.4)
-    sgd_l2 = select(curves, **SGD_L2)
-    main = select(curves, family="main")
+    sgd_l2 = select(curves, **SGD_L2, family=inputs.families(LR_L2))
+    main = select(curves, family=inputs.families(MAIN))
     shown = inputs.optimizers(set(main["optimizer"]))
     columns = (("SGD family", [o for o in shown if not o.adaptive]),
                ("adaptive", [o for o in shown if o.adaptive]))

@@ -17,6 +17,7 @@ import pandas as pd
 from initmem.analysis import metrics
 from initmem.analysis.figures import style
 from initmem.errors import InputError
+from initmem.plan import roles as family_roles
 from initmem.plan.cells import select
 from initmem.plan.grid import load_config
 from initmem.plan.optimizers import PALETTE, OptimizerDisplay, display, optimizer_display
@@ -31,10 +32,17 @@ class FigureInputError(InputError):
 
 @dataclass(frozen=True)
 class FigureInputs:
-    """What a figure reads: the runs and epochs tables it was given, and the config."""
+    """What a figure reads: the runs and epochs tables it was given, the config, and the
+    family roles it may read (its declaration's, when drawn by `figures.draw`)."""
     runs: pd.DataFrame | None
     epochs: pd.DataFrame | None
     config: dict[str, Any]
+    roles: tuple[str, ...] = tuple(family_roles.ROLES)
+
+    def families(self, *wanted: str) -> list[str]:
+        """The config's families playing `wanted` roles, each of which it must declare."""
+        return family_roles.families(self.config, *wanted, declared=self.roles,
+                                     reader="this figure")
 
     def need_runs(self) -> pd.DataFrame:
         """The runs table; FigureInputError when the figure was not given one."""
@@ -70,10 +78,12 @@ class FigureInputs:
 
 def load_inputs(runs_path: str | Path | None, epochs_path: str | Path | None,
                 config_path: str | Path | None, epoch_columns: list[str] | None = None,
-                epoch_families: list[str] | None = None) -> FigureInputs:
-    """Read what a figure needs; the epochs table only in the columns and families asked."""
+                epoch_roles: tuple[str, ...] | None = None) -> FigureInputs:
+    """Read what a figure needs; the epochs table only in the columns asked and of the
+    families playing `epoch_roles`."""
     config = {} if config_path is None else load_config(config_path)
-    filters = [("family", "in", epoch_families)] if epoch_families else None
+    filters = [("family", "in", family_roles.families(config, *epoch_roles))] \
+        if epoch_roles else None
     return FigureInputs(_read(runs_path), _read(epochs_path, epoch_columns, filters), config)
 
 

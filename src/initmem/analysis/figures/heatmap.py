@@ -11,6 +11,7 @@ from initmem.analysis.figures import style
 from initmem.analysis.figures.common import FigureInputs
 from initmem.analysis.figures.sweeps import ACC, Drawn
 from initmem.plan.cells import select
+from initmem.plan.roles import MAIN
 
 CMAP = "viridis"
 NAN_COLOR = "0.85"  # cells without any finished run
@@ -35,7 +36,7 @@ def not_interpolated(rows: pd.DataFrame) -> pd.DataFrame:
 
 def fig2(inputs: FigureInputs) -> Drawn:
     """Cells whose seed-mean train acc at tau_best is below 99.5% carry an x."""
-    main = select(inputs.need_runs(), family="main")
+    main = select(inputs.need_runs(), family=inputs.families(MAIN))
     batch_sizes = sorted(int(b) for b in set(main["b"]))
     fig, axes = style.figure(max(len(batch_sizes), 1), 1,
                              height_in=0.35 + 1.05 * max(len(batch_sizes), 1))

@@ -24,6 +24,7 @@ from initmem.analysis.figures.common import (
 )
 from initmem.plan.architectures import ARCHITECTURES, depth_study
 from initmem.plan.cells import select
+from initmem.plan.roles import DEPTH, LONG_SGD, LR_L2, MAIN, NORM_AUG
 from initmem.vocabulary import INTERP_THRESHOLD, missing
 
 PAPER_B = (16, 128)  # the two batch sizes the ablation figures show
@@ -78,7 +79,7 @@ FIG1_PANELS = (("test_acc_best", ACC, r"test acc. at $\tau_{\mathrm{best}}$ (%)"
 def fig1(inputs: FigureInputs) -> Drawn:
     """Test acc and ||W||_F at tau_best, train acc at the last epoch, vs sigma_w; b=16 top,
     b=128 bottom."""
-    main = select(inputs.need_runs(), family="main")
+    main = select(inputs.need_runs(), family=inputs.families(MAIN))
     fig, axes = style.figure(2, 3, height_in=3.9)
     used = []
     for row, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
@@ -100,7 +101,7 @@ NONE_INTERPOLATED = (f"no run reached {INTERP_THRESHOLD:.1%} train acc.:\n"
 
 def fig3(inputs: FigureInputs) -> Drawn:
     """tau_interp (a,b) and repair gap (c,d) vs sigma_w at b=16 and b=128."""
-    main = select(inputs.need_runs(), family="main")
+    main = select(inputs.need_runs(), family=inputs.families(MAIN))
     fig, axes = style.figure(2, 2, height_in=3.6)
     used = []
     for col, (b, at_b, curves) in enumerate(curves_by_b(inputs, main)):
@@ -125,9 +126,10 @@ def fig3(inputs: FigureInputs) -> Drawn:
 
 def _lr_l2_curves(inputs: FigureInputs, runs: pd.DataFrame, b: int) -> list[Curve]:
     """Table 4's configurations at one b: the eta x L2 grid, 5,000 epochs, Adam."""
-    sweep = select(runs, family="lr_l2", b=b)
-    sigmas = sigma_grid(sweep) if len(sweep) else sigma_grid(select(runs, family="long_sgd"))
-    main = on_sigmas(select(runs, family="main", b=b), sigmas)
+    sweep = select(runs, family=inputs.families(LR_L2), b=b)
+    long_sgd = select(runs, family=inputs.families(LONG_SGD))
+    sigmas = sigma_grid(sweep) if len(sweep) else sigma_grid(long_sgd)
+    main = on_sigmas(select(runs, family=inputs.families(MAIN), b=b), sigmas)
     configs = [(1e-3, 0.0, select(main, optimizer="sgd"))]
     for (lr0, l2), rows in sweep.groupby(["lr0", "l2"]):
         configs.append((float(lr0), float(l2), rows))
@@ -140,7 +142,7 @@ def _lr_l2_curves(inputs: FigureInputs, runs: pd.DataFrame, b: int) -> list[Curv
         color = matplotlib.colors.to_hex(cmap(l2_shades.get(l2, 0.6)))
         curves.append(Curve(rf"$\eta$={lr0:g}, $\lambda$={l2:g}", rows, color, band=False,
                             short=f"{lr0:g} / {l2:g}"))
-    long_rows = select(runs, family="long_sgd", b=b)
+    long_rows = select(long_sgd, b=b)
     curves.append(Curve(r"$\eta$=0.001, 5k ep.", long_rows, "k", ":", band=False,
                         short="long"))
     adam = inputs.optimizer_label("adam")
@@ -184,15 +186,16 @@ def _spread_inset(ax, curves: list[Curve]) -> None:
     inset.grid(False)
 
 
-def _arch_figure(inputs: FigureInputs, value: str, ylabel: str, compare_family: str,
+def _arch_figure(inputs: FigureInputs, value: str, ylabel: str, compared: str,
                  styles: dict[str, tuple[str, str, str]]) -> Drawn:
-    """Panels optimizer (SGD, Adam) x b (16, 128); one curve per "family:arch" of styles.
+    """Panels optimizer (SGD, Adam) x b (16, 128); one curve per "role:arch" of styles.
 
-    styles maps "family:arch" to (label, color, linestyle). The main grid's ResNet-9 is
-    restricted to the sigma_w grid of the compared family, so all curves share points.
+    styles maps "role:arch" (a family role) to (label, color, linestyle). The main sweep's
+    ResNet-9 is restricted to the sigma_w grid of the compared role's family, so all
+    curves share points.
     """
     runs = inputs.need_runs()
-    sigmas = sigma_grid(select(runs, family=compare_family))
+    sigmas = sigma_grid(select(runs, family=inputs.families(compared)))
     fig, axes = style.figure(2, 2, height_in=3.7)
     used = []
     for row, optimizer in enumerate(("sgd", "adam")):
@@ -200,9 +203,9 @@ def _arch_figure(inputs: FigureInputs, value: str, ylabel: str, compare_family: 
             at = select(runs, optimizer=optimizer, b=b)
             curves = []
             for key, (label, color, ls) in styles.items():
-                family, arch = key.split(":")
-                rows = select(at, family=family, arch=arch)
-                curves.append(Curve(label, on_sigmas(rows, sigmas) if family == "main"
+                role, arch = key.split(":")
+                rows = select(at, family=inputs.families(role), arch=arch)
+                curves.append(Curve(label, on_sigmas(rows, sigmas) if role == MAIN
                                     else rows, color, ls))
             used.extend(c.rows for c in curves)
             ax = axes[row, col]
@@ -215,38 +218,38 @@ def _arch_figure(inputs: FigureInputs, value: str, ylabel: str, compare_family: 
     return fig, used
 
 
-def depth_styles(runs: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
+def depth_styles(inputs: FigureInputs) -> dict[str, tuple[str, str, str]]:
     """Figs. 5 and 7's curves as _arch_figure's styles, each network in its declared label,
     colour and line style: the paper's depth study and any other network of the depth
-    family (architectures.depth_study), the main grid's own network from the main grid."""
-    main = set(select(runs, family="main")["arch"])
+    comparison (architectures.depth_study), the main sweep's own network from it."""
+    runs = inputs.need_runs()
+    main = set(select(runs, family=inputs.families(MAIN))["arch"])
     styles = {}
-    for name in depth_study(select(runs, family="depth")["arch"]):
+    for name in depth_study(select(runs, family=inputs.families(DEPTH))["arch"]):
         arch = ARCHITECTURES[name]
-        styles[f"{'main' if name in main else 'depth'}:{name}"] = (arch.label, arch.colour,
-                                                                    arch.linestyle)
+        styles[f"{MAIN if name in main else DEPTH}:{name}"] = (arch.label, arch.colour,
+                                                               arch.linestyle)
     return styles
 
 
 NORM_AUG_STYLES = {
-    "norm_aug:resnet9": ("BatchNorm + aug.", "#1f77b4", "-"),
-    "norm_aug:resnet9_ln": ("LayerNorm + aug.", "#ff7f0e", "-"),
-    "main:resnet9": ("BatchNorm, no aug.", style.BASELINE_COLOR, "--"),
+    f"{NORM_AUG}:resnet9": ("BatchNorm + aug.", "#1f77b4", "-"),
+    f"{NORM_AUG}:resnet9_ln": ("LayerNorm + aug.", "#ff7f0e", "-"),
+    f"{MAIN}:resnet9": ("BatchNorm, no aug.", style.BASELINE_COLOR, "--"),
 }
 
 
 def fig5(inputs: FigureInputs) -> Drawn:
     """Depth: test acc at tau_best vs sigma_w."""
-    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "depth",
-                        depth_styles(inputs.need_runs()))
+    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", DEPTH, depth_styles(inputs))
 
 
 def fig7(inputs: FigureInputs) -> Drawn:
     """Depth: train acc at the last epoch (Table 5's train column) vs sigma_w."""
-    return _arch_figure(inputs, "train_acc_last", "train acc. (%)", "depth",
-                        depth_styles(inputs.need_runs()))
+    return _arch_figure(inputs, "train_acc_last", "train acc. (%)", DEPTH,
+                        depth_styles(inputs))
 
 
 def fig8(inputs: FigureInputs) -> Drawn:
     """Normalisation and augmentation, with the main grid's BatchNorm baseline dashed."""
-    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", "norm_aug", NORM_AUG_STYLES)
+    return _arch_figure(inputs, "test_acc_best", "test acc. (%)", NORM_AUG, NORM_AUG_STYLES)

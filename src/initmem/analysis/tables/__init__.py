@@ -1,13 +1,16 @@
 """Tables 1-7 of the paper as LaTeX, from the aggregated runs table (Table 1: the config).
 
-Each table has a builder (`rows`) that selects its runs by their spec columns, computes
-its cells (`cells`: value, seed std and provenance) and hands them to its Jinja template in
-src/initmem/analysis/templates/ (delimiters \\VAR{...}, \\BLOCK{...}, \\#{...}; undefined
-names are errors). Rows and columns are the paper's, optimizers named by the config; a cell
-without runs shows a red ?? and partial or diverged cells carry markers explained in the
-table's footnote. Any generated (synthetic) record in the runs table puts a red SYNTHETIC
-mark on every table. Beside each table.tex, table.csv holds its cells, one per row (what
-the scorecard compares, and the readable table of the HTML report).
+Each table is declared in initmem.plan.artifacts (number, sigma_w, family roles,
+builder, template, report section and caption). Its builder (`rows`) selects its runs by
+their spec columns, computes its cells (`cells`: value, seed std and provenance) and hands
+them to its Jinja template in src/initmem/analysis/templates/ (delimiters \\VAR{...},
+\\BLOCK{...}, \\#{...}; undefined names are errors). Rows and columns are the paper's,
+optimizers named by the config, rows only where the config plans runs (a table that plans
+none says so instead of a tabular); a cell without runs shows a red ?? and partial or
+diverged cells carry markers explained in the table's footnote. Any generated (synthetic)
+record in the runs table puts a red SYNTHETIC mark on every table. Beside each table.tex,
+table.csv holds its cells, one per row (what the scorecard compares, and the readable
+table of the HTML report).
 
 The rendered LaTeX needs the packages booktabs, xcolor and graphicx.
 """
@@ -21,14 +24,13 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from initmem.analysis.tables import rows as table_rows
-from initmem.analysis.tables.cells import Cell, legend
+from initmem.analysis.tables.cells import TIDY_COLUMNS, Cell, legend
 from initmem.errors import InputError
 from initmem.markup import tex_escape
+from initmem.plan import artifacts
 from initmem.plan.grid import load_config
 from initmem.vocabulary import SYNTHETIC_MARK, generated
 
-TABLES = (1, 2, 3, 4, 5, 6, 7)
 TEMPLATES = Path(__file__).parent.parent / "templates"
 
 
@@ -68,19 +70,19 @@ def environment() -> jinja2.Environment:
 def build(number: int, runs: pd.DataFrame | None, config: dict) -> Table:
     """The table's context and cells from the runs table and the experiment config (Table 1
     from the config alone)."""
-    if number not in TABLES:
-        raise InputError(f"table {number!r} is not allowed; tables are {TABLES}")
-    if number == 1:
-        return Table(1, table_rows.optimizer_settings(config))
-    context, cells, texts = table_rows.BUILDERS[number](runs, config)
+    declared = artifacts.table(number)
+    context, cells, texts = declared.build()(runs, config, declared)
     return Table(number, context, cells, texts)
 
 
 def render(table: Table, synthetic: bool) -> str:
     """The table as LaTeX: its template, the cells' footnote, and the SYNTHETIC mark if asked."""
+    declared = artifacts.table(table.number)
+    # a table of the runs with no cell: its config plans none of its rows
     context = {**table.context, "number": table.number, "synthetic": synthetic,
+               "planned": bool(table.cells) or not declared.reads_runs,
                "synthetic_mark": SYNTHETIC_MARK, "notes": legend(table.cells, table.texts)}
-    return environment().get_template(f"table{table.number}.tex.j2").render(**context)
+    return environment().get_template(declared.template).render(**context)
 
 
 def is_synthetic(runs: pd.DataFrame) -> bool:
@@ -90,7 +92,7 @@ def is_synthetic(runs: pd.DataFrame) -> bool:
 
 def cells_frame(table: Table) -> pd.DataFrame:
     """The table's cells as a tidy frame, one row per number (CELL_KEY, value, std, counts)."""
-    return pd.DataFrame([c.tidy() for c in table.cells])
+    return pd.DataFrame([c.tidy() for c in table.cells], columns=list(TIDY_COLUMNS))
 
 
 def write_table(number: int, runs_path: str | Path | None, config_path: str | Path,
@@ -98,7 +100,7 @@ def write_table(number: int, runs_path: str | Path | None, config_path: str | Pa
     """Render table `number` to `out_path` (.tex) and its cells to the .csv beside it.
     strict=True: missing runs are an error that names them, instead of marked cells."""
     runs = None if runs_path is None else pd.read_parquet(runs_path)
-    if runs is None and number != 1:
+    if runs is None and artifacts.table(number).reads_runs:
         raise InputError(f"table {number} is computed from the runs: pass --runs")
     table = build(number, runs, load_config(config_path))
     if strict and table.missing:
@@ -115,7 +117,8 @@ def write_table(number: int, runs_path: str | Path | None, config_path: str | Pa
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """The arguments of `initmem table`."""
-    parser.add_argument("number", type=int, choices=TABLES, help="the paper's table number")
+    parser.add_argument("number", type=int, choices=list(artifacts.TABLES),
+                        help="the paper's table number")
     parser.add_argument("--runs", help="results/aggregate/runs.parquet (tables 2-7)")
     parser.add_argument("--config", required=True,
                         help="the experiment config (results/config.yaml): optimizer names")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from initmem.analysis import metrics
-from initmem.vocabulary import DIVERGED
+from initmem.vocabulary import CELL_KEY, DIVERGED
 from initmem.vocabulary import missing as is_missing
 
 NO_DATA = r"\textcolor{red}{\textbf{??}}"
@@ -55,12 +55,17 @@ class Cell:
     diverged: tuple[str, ...] = field(default=())
     event: bool = False  # tau-like: n < n_runs means some runs never reached it
 
-    def tidy(self) -> dict[str, object]:
+    def tidy(self) -> dict[str, object]:  # its keys: TIDY_COLUMNS
         """The cell as a row of table.csv: its key, value, std and provenance counts."""
         return {**self.key, "unit": self.unit, "value": self.mean, "std": self.std,
                 "n_seeds": self.n, "n_runs": self.n_runs, "n_missing": len(self.missing),
                 "n_diverged": len(self.diverged),
                 "never_reached": self.event and self.n_runs > 0 and self.n == 0}
+
+
+# table.csv's columns, also of a table without cells (a config that plans none of its rows)
+TIDY_COLUMNS = (*CELL_KEY, "unit", "value", "std", "n_seeds", "n_runs", "n_missing",
+                "n_diverged", "never_reached")
 
 
 def provenance(frame: pd.DataFrame) -> dict[str, object]:

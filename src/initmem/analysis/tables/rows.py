@@ -1,39 +1,54 @@
 """The rows and cells of Tables 1-7: which runs each cell is over, in the paper's layout.
 
 Runs are chosen by their spec columns (family, arch, optimizer, lr0, l2, b, augment,
-sigma_w, ...); a selection over two families (main + lr_l2 for Table 4) cannot count a
-run twice, since the config check forbids one training in two families. Each builder
-returns (template context, cells, rendered cell texts).
+sigma_w, ...), families by the role they play (initmem.plan.roles, through the table's
+declaration in initmem.plan.artifacts); a selection over two families (main + lr_l2
+for Table 4) cannot count a run twice, since the config check forbids one training in two
+families. A table shows a row only where its config plans runs (Sheet.planned), and a
+group of rows (a batch size, a network, an optimizer) only where it has one: its rules and
+row labels follow the groups present. Each builder takes (runs, config, its declaration)
+and returns (template context, cells, rendered cell texts).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
-from functools import partial
 
 import pandas as pd
 
 from initmem.analysis.metrics import select, spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
+from initmem.errors import InputError
 from initmem.markup import tex_escape
 from initmem.plan.architectures import ARCH_LABELS, depth_study
-from initmem.plan.grid import family_runs
+from initmem.plan.artifacts import Artifact
+from initmem.plan.grid import expand_runs, family_runs
 from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters
+from initmem.plan.roles import BEST_RECIPE, DEPTH, LONG_SGD, LR_L2, MAIN, NORM_AUG
 from initmem.plan.spec import Recipe
 from initmem.vocabulary import CELL_KEY, CONFIG_LABELS
-from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
-from initmem.vocabulary import FIVE_SIGMAS as FIVE
 
 PM = r"{\pm}"
 
 
 class Sheet:
-    """Collects a table's cells and their rendered texts."""
+    """Collects a table's cells and their rendered texts, and knows what its config plans."""
 
-    def __init__(self, table: int) -> None:
-        """An empty sheet for Table `table`."""
-        self.table, self.cells, self.texts = table, [], []
+    def __init__(self, declared: Artifact, config: dict) -> None:
+        """An empty sheet for the table `declared`, of runs the `config` plans."""
+        self.declared, self.config, self.cells, self.texts = declared, config, [], []
+        self.table, self.sigmas = declared.number, declared.sigma_w
+        self.plan = planned_cells(config)
+
+    def families(self, *roles: str) -> list[str]:
+        """The families playing `roles` (roles the table declares)."""
+        return self.declared.families(self.config, *roles)
+
+    def planned(self, **filters: object) -> bool:
+        """Whether the config plans any run these spec filters select at the table's
+        sigma_w: a row without one is not shown (it could only ever be ??)."""
+        return not select(self.plan, sigma_w=list(self.sigmas), **filters).empty
 
     def key(self, **fields: object) -> dict[str, object]:
         """A cell's key in this table: CELL_KEY's `fields` (None where not given)."""
@@ -60,6 +75,24 @@ class Sheet:
 DERIVED = ("spread", "train_acc_mean", "abs_delta")
 
 
+def planned_cells(config: dict) -> pd.DataFrame:
+    """One row per (recipe, sigma_w) the config plans, in the runs table's spec columns
+    (seeds folded: a row is planned or not whatever its seeds)."""
+    cells = dict.fromkeys((run.recipe, run.sigma_w) for run in expand_runs(config))
+    return pd.DataFrame([{**dataclasses.asdict(recipe), "sigma_w": sigma}
+                         for recipe, sigma in cells],
+                        columns=[*(f.name for f in dataclasses.fields(Recipe)), "sigma_w"])
+
+
+def grouped(rows: list[dict], group: str) -> list[dict]:
+    """`rows` with `first` (the first of its group: where a label shows) and `rule_after`
+    (the last of a group another follows: where a rule goes), by their `group` field."""
+    for i, row in enumerate(rows):
+        row["first"] = i == 0 or rows[i - 1][group] != row[group]
+        row["rule_after"] = i + 1 < len(rows) and rows[i + 1][group] != row[group]
+    return rows
+
+
 def latex_number(x: float) -> str:
     """0, 10^{-3}, 5{\\times}10^{-3}, 0.9 ... as the paper writes hyperparameters."""
     if x == 0:
@@ -70,13 +103,6 @@ def latex_number(x: float) -> str:
         return f"{x:g}"
     power = f"10^{{{exponent}}}"
     return power if mantissa == 1 else f"{mantissa:g}{{\\times}}{power}"
-
-
-def main_optimizers(config: dict) -> list[str]:
-    """The optimizers of the config's main grid, in the order of its `optimizers`."""
-    used = {run.recipe.optimizer for run in family_runs(config, "main")} \
-        if "main" in config["families"] else set()
-    return [name for name in config["optimizers"] if name in used]
 
 
 def tex_labels(config: dict) -> dict[str, str]:
@@ -101,46 +127,46 @@ CHECKPOINT_COLUMNS = (  # column, unit, digits, event, signed
     ("val_acc_last", "frac", 3, False, False), ("repair_gap", "frac", 3, True, True))
 
 
-def planned_rows(config: dict) -> list[tuple[int, str]]:
-    """(b, optimizer) of the ResNet-9 recipes the config's main grid plans, by b, then in
-    the order of its `optimizers`: a table shows no row for a cell it never planned."""
-    planned = {(run.recipe.b, run.recipe.optimizer) for run in family_runs(config, "main")
-               if run.recipe.arch == "resnet9"} if "main" in config["families"] else set()
-    return [(b, opt) for b in sorted({b for b, _ in planned})
-            for opt in config["optimizers"] if (b, opt) in planned]
+def planned_rows(sheet: Sheet) -> list[tuple[int, str]]:
+    """(b, optimizer) of the ResNet-9 recipes the main sweep plans at the table's sigma_w,
+    by b, then in the order of the config's `optimizers`."""
+    main = select(sheet.plan, family=sheet.families(MAIN), arch="resnet9",
+                  sigma_w=list(sheet.sigmas))
+    return [(b, opt) for b in sorted(set(main["b"]))
+            for opt in sheet.config["optimizers"] if sheet.planned(
+                family=sheet.families(MAIN), arch="resnet9", b=b, optimizer=opt)]
 
 
-def checkpoints(table: int, sigma_w: float, runs: pd.DataFrame, config: dict):
-    """Tables 2 and 3 at one sigma_w: per (b, optimizer) the main grid plans, tau_interp,
-    tau_best, validation accuracy at them and at the last epoch, and the repair gap."""
-    sheet, rows, used, labels = Sheet(table), [], [], tex_labels(config)
-    planned = planned_rows(config)
-    for i, (b, opt) in enumerate(planned):
-        frame = select(runs, family="main", arch="resnet9", optimizer=opt, b=b,
+def checkpoints(runs: pd.DataFrame, config: dict, declared: Artifact):
+    """Tables 2 and 3 at their sigma_w: per (b, optimizer) the main sweep plans,
+    tau_interp, tau_best, validation accuracy at them and at the last epoch, and the
+    repair gap; a group of rows per b."""
+    sheet, rows, used, labels = Sheet(declared, config), [], [], tex_labels(config)
+    (sigma_w,) = declared.sigma_w
+    for b, opt in planned_rows(sheet):
+        frame = select(runs, family=sheet.families(MAIN), arch="resnet9", optimizer=opt, b=b,
                        sigma_w=sigma_w)
         used.append(frame)
         key = dict(b=b, optimizer=opt, config="resnet9", sigma_w=sigma_w)
         cells = [sheet.put(measure_cell(frame, col, sheet.key(metric=col, **key), unit,
                                         event=event), digits=digits, sign=signed)
                  for col, unit, digits, event, signed in CHECKPOINT_COLUMNS]
-        rows.append({"b": b, "optimizer": labels[opt], "cells": cells,
-                     # a rule between batch sizes: one group of rows per b planned
-                     "rule_after": i + 1 < len(planned) and planned[i + 1][0] != b})
-    context = {"sigma_w": f"{sigma_w:g}", "rows": rows, "seeds": sheet.seeds(),
+        rows.append({"b": b, "optimizer": labels[opt], "cells": cells})
+    context = {"sigma_w": f"{sigma_w:g}", "rows": grouped(rows, "b"), "seeds": sheet.seeds(),
                "last_epoch": epochs_label(pd.concat(used)) if used else "?"}
     return context, sheet.cells, sheet.texts
 
 
 def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
               train: str | None = "train_acc_last", mark_single: bool = False):
-    """Test accuracy (%) per sigma_w, train accuracy (%) per sigma_w (or none), the spread
-    (pp) over the sigma_w values (?? unless every sigma_w has data), and whether every
+    """Test accuracy (%) per sigma_w of the table, train accuracy (%) per sigma_w (or
+    none), the spread (pp) over them (?? unless every sigma_w has data), and whether every
     test cell is a single seed. mark_single: daggers on the single-seed cells of a row
     that mixes single- and multi-seed cells."""
-    at = {s: select(frame, sigma_w=s) for s in FIVE}
+    at = {s: select(frame, sigma_w=s) for s in sheet.sigmas}
     test_cells = [measure_cell(at[s], "test_acc_best",
                                sheet.key(metric="test_acc", sigma_w=s, **key), "pct", scale=100)
-                  for s in FIVE]
+                  for s in sheet.sigmas]
     single = [c.n == 1 for c in test_cells]
     mixed = mark_single and any(single) and not all(single)
     tests = [sheet.put(c, pm=PM, dagger=mixed and one)
@@ -148,40 +174,55 @@ def sweep_row(sheet: Sheet, frame: pd.DataFrame, key: dict, *,
     trains = [sheet.put(measure_cell(at[s], train,
                                      sheet.key(metric="train_acc", sigma_w=s, **key), "pct",
                                      scale=100), pm=PM)
-              for s in FIVE] if train else []
-    spread_text = sheet.put(derived(frame, spread_pp(frame, FIVE),
+              for s in sheet.sigmas] if train else []
+    spread_text = sheet.put(derived(frame, spread_pp(frame, sheet.sigmas),
                                     sheet.key(metric="spread", **key), "pp"))
     return tests, trains, spread_text, all(single)
 
 
+PANEL_B = (16, 128)  # the batch sizes of the paper's Tables 4-6, a panel each if planned
+
+
 # Table 4: the learning-rate x L2 sweep for SGD, with the Adam and 5,000-epoch rows.
-def lr_l2(runs: pd.DataFrame, config: dict):
-    """Table 4 at b=16 and b=128: SGD over lr0 x L2 (cosine), then Adam's and the long
-    constant-rate SGD's rows."""
-    sheet, panels = Sheet(4), []
-    for b in (16, 128):
-        rows = []
-        for lr0 in (1e-3, 1e-2, 1e-1):
-            for l2 in (0.0, 1e-3, 5e-3, 1e-2):
-                frame = select(runs, family=["main", "lr_l2"], arch="resnet9", optimizer="sgd",
-                             schedule="cosine", augment=False, lr0=lr0, l2=l2, b=b)
-                rows.append(lr_l2_row(sheet, frame, dict(b=b, optimizer="sgd",
-                            config="resnet9", lr0=lr0, l2=l2),
-                            [f"${latex_number(lr0)}$", f"${latex_number(l2)}$", "cos"]))
-        adam = select(runs, family="main", arch="resnet9", optimizer="adam", b=b)
-        rows.append(lr_l2_row(sheet, adam, dict(b=b, optimizer="adam", config="resnet9",
-                    lr0=1e-3, l2=0.0), [rf"Adam $\eta{{=}}{latex_number(1e-3)}$", "", "cos"]))
-        long = select(runs, family="long_sgd", optimizer="sgd", b=b)
-        rows.append(lr_l2_row(sheet, long, dict(b=b, optimizer="sgd", config="long_sgd",
-                    lr0=1e-3, l2=0.0), [rf"SGD $\eta{{=}}{latex_number(1e-3)}$ "
-                                        f"({epochs_label(long)} ep)", "", "const"]))
-        panels.append({"b": b, "rows": rows})
-    return {"panels": panels, "sigmas": [f"{s:g}" for s in FIVE]}, sheet.cells, sheet.texts
+LR_L2_GRID = tuple((lr0, l2) for lr0 in (1e-3, 1e-2, 1e-1) for l2 in (0.0, 1e-3, 5e-3, 1e-2))
+
+
+def lr_l2_candidates(sheet: Sheet, runs: pd.DataFrame,
+                     b: int) -> list[tuple[dict, dict, list[str]]]:
+    """Table 4's rows at b, planned or not: (run filters, cell key, row labels)."""
+    sgd = dict(family=sheet.families(MAIN, LR_L2), arch="resnet9", optimizer="sgd",
+               schedule="cosine", augment=False, b=b)
+    rows = [({**sgd, "lr0": lr0, "l2": l2},
+             dict(b=b, optimizer="sgd", config="resnet9", lr0=lr0, l2=l2),
+             [f"${latex_number(lr0)}$", f"${latex_number(l2)}$", "cos"])
+            for lr0, l2 in LR_L2_GRID]
+    rows.append((dict(family=sheet.families(MAIN), arch="resnet9", optimizer="adam", b=b),
+                 dict(b=b, optimizer="adam", config="resnet9", lr0=1e-3, l2=0.0),
+                 [rf"Adam $\eta{{=}}{latex_number(1e-3)}$", "", "cos"]))
+    long = dict(family=sheet.families(LONG_SGD), optimizer="sgd", b=b)
+    rows.append((long, dict(b=b, optimizer="sgd", config=LONG_SGD, lr0=1e-3, l2=0.0),
+                 [rf"SGD $\eta{{=}}{latex_number(1e-3)}$ "
+                  f"({epochs_label(select(runs, **long))} ep)", "", "const"]))
+    return rows
+
+
+def lr_l2(runs: pd.DataFrame, config: dict, declared: Artifact):
+    """Table 4, a panel per b of PANEL_B it plans: SGD over lr0 x L2 (cosine), then
+    Adam's and the long constant-rate SGD's rows, each where planned."""
+    sheet, panels = Sheet(declared, config), []
+    for b in PANEL_B:
+        rows = [lr_l2_row(sheet, select(runs, **filters), key, labels)
+                for filters, key, labels in lr_l2_candidates(sheet, runs, b)
+                if sheet.planned(**filters)]
+        if rows:
+            panels.append({"b": b, "rows": rows})
+    return ({"panels": panels, "sigmas": [f"{s:g}" for s in sheet.sigmas]}, sheet.cells,
+            sheet.texts)
 
 
 def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -> dict:
     """A row of Table 4; a row of single-seed entries carries its dagger on Train."""
-    frame = select(frame, sigma_w=list(FIVE))
+    frame = select(frame, sigma_w=list(sheet.sigmas))
     tests, _, spread, single = sweep_row(sheet, frame, key, train=None, mark_single=True)
     train = sheet.put(measure_cell(frame, "train_acc_last",
                                    sheet.key(metric="train_acc_mean", **key), "pct", scale=100),
@@ -190,21 +231,32 @@ def lr_l2_row(sheet: Sheet, frame: pd.DataFrame, key: dict, labels: list[str]) -
 
 
 # Tables 5 and 6: test and train accuracy per sigma_w and the spread, two batch sizes.
-def test_train_panels(sheet: Sheet, groups: list[tuple[str, str, Callable]],
+Group = tuple[str, str, dict]  # (its config key, optimizer, its runs' spec filters)
+
+
+def planned_groups(sheet: Sheet, groups: list[Group], b: int) -> list[Group]:
+    """The groups the config plans at b."""
+    return [(config, opt, filters) for config, opt, filters in groups
+            if sheet.planned(**filters, b=b, optimizer=opt)]
+
+
+def test_train_panels(sheet: Sheet, runs: pd.DataFrame, groups: list[Group],
                       labels: dict[str, str]) -> list[dict]:
-    """Tables 5 and 6's panels, b=16 and b=128: per group (config, optimizer, its run
-    selection) test and train accuracy at the five sigma_w, and the spread."""
+    """Tables 5 and 6's panels, one per b of PANEL_B it plans: per planned group test and
+    train accuracy at the table's sigma_w, and the spread; a config's label on its first
+    row."""
     panels = []
-    for b in (16, 128):
+    for b in PANEL_B:
         rows = []
-        for config, opt, choose in groups:
-            frame = select(choose(b=b, optimizer=opt), sigma_w=list(FIVE))
+        for config, opt, filters in planned_groups(sheet, groups, b):
+            frame = select(runs, **filters, b=b, optimizer=opt, sigma_w=list(sheet.sigmas))
             tests, trains, spread, _ = sweep_row(sheet, frame, dict(b=b, optimizer=opt,
                                                                     config=config))
             cells = [c for pair in zip(tests, trains, strict=True) for c in pair]
             rows.append({"config": labels[config], "optimizer": labels[opt],
                          "cells": [*cells, spread]})
-        panels.append({"b": b, "rows": rows})
+        if rows:
+            panels.append({"b": b, "rows": grouped(rows, "config")})
     return panels
 
 
@@ -219,78 +271,99 @@ def depth_left_out(depth_runs: pd.DataFrame, config: dict) -> list[str]:
     return ordered + sorted(ran - set(ordered))
 
 
-def depth(runs: pd.DataFrame, config: dict):
-    """Table 5: SGD and Adam rows per network of the paper's depth study (whether or not
-    its runs exist) and per other network the depth family has (its declaration's order);
-    the caption names the depth family's other optimizers, which have no rows."""
-    sheet, labels = Sheet(5), tex_labels(config)
-    depth_runs = select(runs, family="depth")
-    groups = [(arch, opt, partial(select, runs, family=["main", "depth"], arch=arch,
-                                  lr0=1e-3, l2=0.0, augment=False))
-              for arch in depth_study(depth_runs["arch"]) for opt in DEPTH_OPTIMIZERS]
-    panels = test_train_panels(sheet, groups, labels)
-    events = []
-    for b in (16, 128):
-        rows = []
-        for arch, opt, choose in groups:
-            frame = choose(b=b, optimizer=opt)
-            cells = [sheet.put(measure_cell(select(frame, sigma_w=s), tau, sheet.key(
-                         metric=tau, b=b, optimizer=opt, config=arch, sigma_w=s), "epoch",
-                         event=True))
-                     for s in FIVE for tau in ("tau_interp", "tau_best")]
-            rows.append({"config": labels[arch], "optimizer": labels[opt], "cells": cells})
-        events.append({"b": b, "rows": rows})
-    context = {"panels": panels, "events": events, "sigmas": [f"{s:g}" for s in FIVE],
-               "seeds": sheet.seeds(), "row_header": "Architecture",
-               "left_out": [labels.get(n, n) for n in depth_left_out(depth_runs, config)]}
+def depth(runs: pd.DataFrame, config: dict, declared: Artifact):
+    """Table 5: SGD and Adam rows per network of the paper's depth study and per other
+    network the depth comparison plans (its declaration's order), each where planned (the
+    main sweep's ResNet-9 among them); the caption names the depth family's other
+    optimizers, which have no rows."""
+    sheet, labels = Sheet(declared, config), tex_labels(config)
+    networks = depth_study(select(sheet.plan, family=sheet.families(DEPTH))["arch"])
+    groups = [(arch, opt, dict(family=sheet.families(MAIN, DEPTH), arch=arch, lr0=1e-3,
+                               l2=0.0, augment=False))
+              for arch in networks for opt in DEPTH_OPTIMIZERS]
+    panels = test_train_panels(sheet, runs, groups, labels)
+    events = [{"b": b, "rows": grouped([depth_events(sheet, runs, group, b, labels)
+                                        for group in planned_groups(sheet, groups, b)],
+                                       "config")}
+              for b in PANEL_B if planned_groups(sheet, groups, b)]
+    left_out = depth_left_out(select(runs, family=sheet.families(DEPTH)), config)
+    context = {"panels": panels, "events": events,
+               "sigmas": [f"{s:g}" for s in sheet.sigmas], "seeds": sheet.seeds(),
+               "row_header": "Architecture",
+               "left_out": [labels.get(n, n) for n in left_out]}
     return context, sheet.cells, sheet.texts
 
 
-def norm_aug(runs: pd.DataFrame, config: dict):
+def depth_events(sheet: Sheet, runs: pd.DataFrame, group: Group, b: int,
+                 labels: dict[str, str]) -> dict:
+    """A row of Table 5's lower half: tau_interp and tau_best per sigma_w of one group."""
+    arch, opt, filters = group
+    frame = select(runs, **filters, b=b, optimizer=opt)
+    cells = [sheet.put(measure_cell(select(frame, sigma_w=s), tau, sheet.key(
+                 metric=tau, b=b, optimizer=opt, config=arch, sigma_w=s), "epoch",
+                 event=True))
+             for s in sheet.sigmas for tau in ("tau_interp", "tau_best")]
+    return {"config": labels[arch], "optimizer": labels[opt], "cells": cells}
+
+
+def norm_aug(runs: pd.DataFrame, config: dict, declared: Artifact):
     """Table 6: SGD and Adam with BatchNorm and augmentation, LayerNorm and augmentation, and
-    BatchNorm without (the main grid's runs)."""
-    sheet = Sheet(6)
-    choices = {"bn_aug": dict(family="norm_aug", arch="resnet9", augment=True),
-               "ln_aug": dict(family="norm_aug", arch="resnet9_ln", augment=True),
-               "bn_noaug": dict(family="main", arch="resnet9", augment=False)}
-    groups = [(name, opt, partial(select, runs, **choices[name]))
-              for name in choices for opt in ("sgd", "adam")]
-    panels = test_train_panels(sheet, groups, tex_labels(config))
-    context = {"panels": panels, "sigmas": [f"{s:g}" for s in FIVE],
+    BatchNorm without (the main sweep's runs), each where planned."""
+    sheet = Sheet(declared, config)
+    choices = {"bn_aug": dict(family=sheet.families(NORM_AUG), arch="resnet9", augment=True),
+               "ln_aug": dict(family=sheet.families(NORM_AUG), arch="resnet9_ln",
+                              augment=True),
+               "bn_noaug": dict(family=sheet.families(MAIN), arch="resnet9", augment=False)}
+    groups = [(name, opt, choices[name]) for name in choices for opt in ("sgd", "adam")]
+    panels = test_train_panels(sheet, runs, groups, tex_labels(config))
+    context = {"panels": panels, "sigmas": [f"{s:g}" for s in sheet.sigmas],
                "row_header": "Configuration"}
     return context, sheet.cells, sheet.texts
 
 
 # Table 7: the best-recipe comparison at the two extreme scales.
-def best_recipe(runs: pd.DataFrame, config: dict):
-    """Table 7: the best recipes (SGD with momentum, Adam) per b at the extreme sigma_w and the
-    |delta| between them; the row of highest mean test accuracy in bold."""
-    sheet, rows = Sheet(7), []
-    for opt, label in (("sgd_momentum", "SGD (best)"), ("adam", "Adam")):
-        for b in (16, 128, 256):
-            frame = select(runs, family="best_recipe", optimizer=opt, b=b)
-            key = dict(b=b, optimizer=opt, config="best_recipe")
-            at = {s: select(frame, sigma_w=s) for s in EXTREMES}
-            cells = {(col, s): measure_cell(at[s], col,
-                                            sheet.key(metric=metric, sigma_w=s, **key), unit,
-                                            scale, event)
-                     for col, metric, unit, scale, event in BEST_COLUMNS for s in EXTREMES}
-            tests = [cells["test_acc_best", s] for s in EXTREMES]
-            delta = abs(tests[0].mean - tests[1].mean) if all(c.n for c in tests) else math.nan
-            rows.append({"label": label if b == 16 else "", "b": b, "cells": cells,
-                         "delta": derived(frame, delta, sheet.key(metric="abs_delta", **key),
-                                          "pp"), "score": (tests[0].mean + tests[1].mean) / 2})
+BEST_RECIPES = (("sgd_momentum", "SGD (best)"), ("adam", "Adam"))
+BEST_B = (16, 128, 256)
+
+
+def best_recipe(runs: pd.DataFrame, config: dict, declared: Artifact):
+    """Table 7: the best recipes (SGD with momentum, Adam) per b they plan, at the extreme
+    sigma_w, and the |delta| between them; the row of highest mean test accuracy in bold;
+    a group of rows per recipe, labelled on its first."""
+    sheet = Sheet(declared, config)
+    rows = [best_recipe_row(sheet, runs, opt, b)
+            for opt, _ in BEST_RECIPES for b in BEST_B
+            if sheet.planned(family=sheet.families(BEST_RECIPE), optimizer=opt, b=b)]
+    names = dict(BEST_RECIPES)
+    for row in grouped(rows, "optimizer"):
+        row["label"] = names[row["optimizer"]] if row["first"] else ""
     best = max((r for r in rows if math.isfinite(r["score"])), key=lambda r: r["score"],
                default=None)
     for row in rows:
         bold, c = row is best, row["cells"]
         row["cells"] = [
-            *(sheet.put(c["test_acc_best", s], pm=PM, bold=bold) for s in EXTREMES),
-            *(sheet.put(c["train_acc_last", s], pm=PM) for s in EXTREMES),
-            " / ".join(sheet.put(c["tau_interp", s], digits=0, pm=PM) for s in EXTREMES),
-            " / ".join(sheet.put(c["tau_best", s], digits=0, pm=PM) for s in EXTREMES),
+            *(sheet.put(c["test_acc_best", s], pm=PM, bold=bold) for s in sheet.sigmas),
+            *(sheet.put(c["train_acc_last", s], pm=PM) for s in sheet.sigmas),
+            " / ".join(sheet.put(c["tau_interp", s], digits=0, pm=PM) for s in sheet.sigmas),
+            " / ".join(sheet.put(c["tau_best", s], digits=0, pm=PM) for s in sheet.sigmas),
             sheet.put(row.pop("delta"), bold=bold)]
     return {"rows": rows, "seeds": sheet.seeds()}, sheet.cells, sheet.texts
+
+
+def best_recipe_row(sheet: Sheet, runs: pd.DataFrame, opt: str, b: int) -> dict:
+    """A row of Table 7 before formatting: its cells by (column, sigma_w), the |delta| of
+    the extreme sigma_w's test accuracies, and its mean test accuracy (the bold row's)."""
+    frame = select(runs, family=sheet.families(BEST_RECIPE), optimizer=opt, b=b)
+    key = dict(b=b, optimizer=opt, config=BEST_RECIPE)
+    at = {s: select(frame, sigma_w=s) for s in sheet.sigmas}
+    cells = {(col, s): measure_cell(at[s], col, sheet.key(metric=metric, sigma_w=s, **key),
+                                    unit, scale, event)
+             for col, metric, unit, scale, event in BEST_COLUMNS for s in sheet.sigmas}
+    tests = [cells["test_acc_best", s] for s in sheet.sigmas]
+    delta = abs(tests[0].mean - tests[-1].mean) if all(c.n for c in tests) else math.nan
+    return {"optimizer": opt, "b": b, "cells": cells,
+            "delta": derived(frame, delta, sheet.key(metric="abs_delta", **key), "pp"),
+            "score": sum(c.mean for c in tests) / len(tests)}
 
 
 BEST_COLUMNS = (  # column, metric, unit, scale, event
@@ -300,11 +373,16 @@ BEST_COLUMNS = (  # column, metric, unit, scale, event
 
 
 # Table 1: the optimizer settings, from the config's `optimizers` and `common` sections.
-def optimizer_settings(config: dict) -> dict:
-    """Table 1 from the main family's resolved recipes (common, Table 1 defaults, family
-    recipe and grid merged as the plan does for training), so it shows what the runs use."""
+def optimizer_settings(runs: None, config: dict, declared: Artifact):
+    """Table 1 from the main sweep's resolved recipes (common, Table 1 defaults, family
+    recipe and grid merged as the plan does for training), so it shows what the runs use;
+    no cells (it is the config, not a measurement)."""
+    main = declared.family(config, MAIN)
+    if main is None:
+        raise InputError(f"table 1 shows the main sweep's optimizers: no family of the "
+                         f"config plays role {MAIN!r} (families: {', '.join(config['families'])})")
     recipes = {}
-    for run in family_runs(config, "main"):
+    for run in family_runs(config, main):
         recipes.setdefault(run.recipe.optimizer, run.recipe)
     rows = []
     for name, shown in optimizer_display(config).items():
@@ -328,7 +406,7 @@ def optimizer_settings(config: dict) -> dict:
     return {"rows": rows, "lr0": latex_number(first.lr0),
             "alpha": f"{first.cosine_alpha:g}", "epochs": first.epochs,
             "beta1": f"{adam_like.get('beta_1', math.nan):g}",
-            "beta2": f"{adam_like.get('beta_2', math.nan):g}"}
+            "beta2": f"{adam_like.get('beta_2', math.nan):g}"}, [], []
 
 
 def _momentum_cell(recipe: Recipe) -> str:
@@ -347,7 +425,3 @@ def _notes_cell(notes: str, recipe: Recipe) -> str:
     text = ", ".join(rf"\texttt{{{tex_escape(k)}}}$=${v:g}" for k, v in changed.items())
     return text if notes == "---" else f"{notes}; {text}"
 
-
-# Tables 2-7: builder(runs, config) -> (template context, cells, rendered cell texts).
-BUILDERS = {2: partial(checkpoints, 2, 0.1), 3: partial(checkpoints, 3, 2.5), 4: lr_l2,
-            5: depth, 6: norm_aug, 7: best_recipe}
