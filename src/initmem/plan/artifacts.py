@@ -8,7 +8,8 @@ One module for both, in planning: it is what the workflow makes and the report s
 and the workflow reads it while Snakemake parses, when it may import planning only
 (tests/test_layers.py). So it imports neither pandas, Jinja, matplotlib nor analysis,
 and names each builder as "module:function" (initmem.analysis's), imported only when
-the artifact is made (tests/test_artifacts.py imports every one). Adding a table or a figure: docs/development.md.
+the artifact is made (tests/test_artifacts.py imports every one). Adding a table or a
+figure: docs/development.md.
 """
 
 from __future__ import annotations
