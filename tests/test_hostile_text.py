@@ -30,8 +30,10 @@ SCRIPT = "<img src=x onerror=alert(1)>"
 
 
 def hostile_config(tmp_path: Path, **extra: object) -> Path:
-    """config/test.yaml with crafted optimizer strings (and `extra` top-level keys)."""
+    """config/test.yaml with crafted optimizer strings (and `extra` top-level keys), its
+    sigma_w those of Tables 2-3 (so that they have rows to print the strings in)."""
     config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["sigma_sets"]["two"] = [0.1, 2.5]
     config["optimizers"]["sgd"].update(label=INPUT_HOST, tex_label=INPUT_HOST, notes=CATCODE)
     config["optimizers"]["adam"].update(label=SCRIPT, notes=SCRIPT)
     path = tmp_path / "hostile.yaml"

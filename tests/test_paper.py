@@ -52,6 +52,11 @@ def render_tables(runs: Path, config: Path, out: Path) -> None:
         tables.write_table(n, runs, config, out / f"table{n}.tex")
 
 
+# The tests of one built results folder run on one worker, so that it is built once
+# (a module fixture is built again on every xdist worker that asks for it: 47 s each).
+one_results = pytest.mark.xdist_group("paper_results")
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
     """A results folder as the workflow leaves it (without macros and scorecard)."""
@@ -78,6 +83,7 @@ def built(results: Path, out: Path) -> tuple[str, str]:
 
 @latex
 @needs_latexmk
+@one_results
 def test_paper_shows_every_figure_and_table_and_marks_synthetic(results, tmp_path):
     text, log = built(results, tmp_path / "paper.pdf")
     for n in FIGURES:
@@ -122,6 +128,7 @@ def test_absent_inputs_become_marked_placeholders(tmp_path):
 
 @latex
 @needs_latexmk
+@one_results
 def test_paper_build_is_byte_reproducible(results, tmp_path):
     first = paper.build(PAPER_DIR, results, tmp_path / "a.pdf", tmp_path / "a")
     second = paper.build(PAPER_DIR, results, tmp_path / "b.pdf", tmp_path / "b")
