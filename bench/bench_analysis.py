@@ -22,6 +22,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from initmem.plan import artifacts
+
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ["--runs", "{runs}", "--epochs", "{epochs}", "--config", "{config}"]
 
@@ -29,10 +31,10 @@ STAGES: list[tuple[str, str, list[str]]] = [
     ("records", "synthetic-records",
      ["synthetic-records", "--config", "{config}", "--out-dir", "{work}/aggregate"]),
     *(("tables", f"table {n}", ["table", str(n), *INPUTS, "--out",
-                                f"{{work}}/tables/table{n}.tex"]) for n in range(1, 8)),
+                                f"{{work}}/tables/table{n}.tex"]) for n in artifacts.TABLES),
     *(("figures", f"figure {n}", ["figure", str(n), *INPUTS, "--pdf",
                                   f"{{work}}/figures/fig{n}.pdf", "--png",
-                                  f"{{work}}/figures/fig{n}.png"]) for n in range(1, 10)),
+                                  f"{{work}}/figures/fig{n}.png"]) for n in artifacts.FIGURES),
     ("prose", "macros", ["macros", *INPUTS, "--out", "{work}/paper/macros.tex"]),
     ("prose", "scorecard", ["scorecard", "--runs", "{runs}", "--published",
                             str(ROOT / "paper" / "published"), "--out-csv",

@@ -11,7 +11,7 @@ import yaml
 from workflow_helpers import scratch_checkout, typed
 
 from initmem.analysis.claims import read_claims
-from initmem.plan import looks
+from initmem.plan import artifacts, looks
 from initmem.plan.grid import load_config
 
 # The claim's cell: ResNet-9 (BatchNorm) trained with SGD at b = 8 on 128 synthetic images
@@ -82,8 +82,8 @@ def test_a_staged_study_trains_its_looks_for_real_then_builds_the_paper(tmp_path
     runs = pd.read_parquet(where / "results" / "aggregate" / "runs.parquet")
     assert len(runs) == len(asked) and (runs["status"] == "completed").all()
     assert f"$n=1$--${seeds}$" in (where / "results" / "tables" / "table2.tex").read_text()
-    for n in range(1, 10):
-        assert (where / "results" / "figures" / f"fig{n}.png").stat().st_size > 0
+    for figure in artifacts.FIGURES.values():
+        assert (where / "results" / "figures" / f"{figure.name}.png").stat().st_size > 0
     assert (where / "results" / "paper" / "paper.pdf").read_bytes().startswith(b"%PDF")
     assert re.search(r"remembers.*(holds|fails|futile|underpowered)",
                      (where / "results" / "claims" / "claims.md").read_text())
