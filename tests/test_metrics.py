@@ -7,6 +7,7 @@ import pytest
 from analysis_frames import epochs_table, runs_table
 
 from initmem.analysis import metrics
+from initmem.plan.cells import recipe_keys, select
 from initmem.plan.schedule import clock_estimate, schedule_clocks
 from initmem.plan.spec import Recipe, Run
 from initmem.vocabulary import sigma_w_key
@@ -152,16 +153,16 @@ def test_select_matches_sigma_w_by_its_canonical_key_and_names_bad_columns():
     assert Run(recipe, 0.1 + 0.2, 0).sigma_w == 0.3 == sigma_w_key(0.1 + 0.2)
     assert sigma_w_key(1.2345678901234567e-12) == 1.23456789012e-12  # digits, not decimals
     runs = runs_table([{"sigma_w": 0.3}, {"sigma_w": 0.4}, {"optimizer": "adam"}])
-    assert len(metrics.select(runs, sigma_w=0.1 + 0.2)) == 1  # the lookup keyed too
-    assert len(metrics.select(runs, sigma_w=[0.3, 0.4])) == 2
-    assert len(metrics.select(runs, optimizer=["adam"], sigma_w=0.1)) == 1
-    assert len(metrics.select(runs, sigma_w=0.3 + 1e-9)) == 0  # equality, not closeness
+    assert len(select(runs, sigma_w=0.1 + 0.2)) == 1  # the lookup keyed too
+    assert len(select(runs, sigma_w=[0.3, 0.4])) == 2
+    assert len(select(runs, optimizer=["adam"], sigma_w=0.1)) == 1
+    assert len(select(runs, sigma_w=0.3 + 1e-9)) == 0  # equality, not closeness
     with pytest.raises(KeyError, match="sigma"):
-        metrics.select(runs, sigma=0.3)
+        select(runs, sigma=0.3)
 
 
 def test_recipe_keys_are_the_recipe_fields():
-    keys = metrics.recipe_keys()
+    keys = recipe_keys()
     assert {"family", "arch", "optimizer", "b", "lr0", "l2", "augment"} <= set(keys)
     assert "sigma_w" not in keys and "seed" not in keys
     assert np.all([k in runs_table([{}]).columns for k in keys])

@@ -38,7 +38,7 @@ from initmem.analysis import gates, inference, magnitude, metrics, spread_gap
 from initmem.analysis.inference import ALPHA, Estimate
 from initmem.analysis.tables import environment
 from initmem.markup import md_escape
-from initmem.plan.cells import select_cell
+from initmem.plan.cells import recipe_keys, select_cell
 from initmem.plan.claims_file import CONDITION, TERM, ClaimsError, is_number, read_claims
 from initmem.vocabulary import FIVE_SIGMAS, MISSING, SYNTHETIC_MARK, generated, sigma_w_key
 
@@ -62,7 +62,7 @@ def done_runs(cell: pd.DataFrame) -> pd.DataFrame:
 
 
 def _configurations(frame: pd.DataFrame) -> list[pd.DataFrame]:
-    return [group for _, group in frame.groupby(metrics.recipe_keys(), dropna=False, sort=True)]
+    return [group for _, group in frame.groupby(recipe_keys(), dropna=False, sort=True)]
 
 
 def _one(frame: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -285,7 +285,7 @@ def planning_sigma(runs: pd.DataFrame) -> tuple[float, float]:
     """Per-run standard deviation of test accuracy (pp) pooled over the (recipe, sigma_w)
     cells with two or more seeds, and its degrees of freedom: used only to plan seeds for
     single-seed cells, never in a verdict."""
-    groups = runs.dropna(subset=[TEST_VALUE]).groupby([*metrics.recipe_keys(), "sigma_w"],
+    groups = runs.dropna(subset=[TEST_VALUE]).groupby([*recipe_keys(), "sigma_w"],
                                                        dropna=False)[TEST_VALUE]
     cells = pd.DataFrame({"var": groups.var(ddof=1), "n": groups.count()})
     cells = cells[cells["n"] >= 2]
@@ -387,7 +387,7 @@ def judge_claim(claim: dict[str, Any], runs: pd.DataFrame, epochs: pd.DataFrame 
     compared = pd.concat([done_runs(cells[n]) for n in
                           dict.fromkeys(v["cell"] for v in claim["values"].values())])
     judged.size = magnitude.statement(claim.get("paper", {}), values, compared,
-                                      metrics.recipe_keys(), claim.get("paper_accuracy"),
+                                      recipe_keys(), claim.get("paper_accuracy"),
                                       judged.label, _shown,
                                       {n: spec["stat"] for n, spec in claim["values"].items()})
     failed = [g for g in checked if g.passed is False]

@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from initmem import checkout
-from initmem.analysis import design, metrics, staged
+from initmem.analysis import design, staged
 from initmem.analysis.claims import VERDICTS, Source, read_claims, render_markdown, write_claims
 from initmem.analysis.scorecard import tally
 from initmem.errors import InputError
 from initmem.plan import cost, looks
+from initmem.plan.cells import recipe_keys
 from initmem.plan.grid import load_config
 from initmem.records.aggregate import tables_from_archive, tables_from_records
 from initmem.vocabulary import MISSING
@@ -22,7 +23,7 @@ from initmem.vocabulary import MISSING
 
 def epoch_columns() -> list[str]:
     """What the claims read of the epochs table (|beta(t)| and its evaluation gate)."""
-    return list(dict.fromkeys([*metrics.recipe_keys(), "run_id", "epoch", "sigma_w", "seed",
+    return list(dict.fromkeys([*recipe_keys(), "run_id", "epoch", "sigma_w", "seed",
                                "val_acc"]))
 
 

@@ -19,11 +19,12 @@ import numpy as np
 import pandas as pd
 
 from initmem.analysis import metrics
-from initmem.analysis.metrics import select, spread_pp
+from initmem.analysis.metrics import spread_pp
 from initmem.analysis.tables.cells import NO_DATA, derived, fmt
 from initmem.markup import tex_escape
 from initmem.plan import grid
 from initmem.plan.architectures import ARCHITECTURES
+from initmem.plan.cells import recipe_keys, select
 from initmem.plan.schedule import clock_estimate
 from initmem.plan.spec import Recipe
 from initmem.records.files import recipe_of_row
@@ -113,7 +114,7 @@ def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = 
         return spread_pp(frame, quote.sigmas), frame
     if quote.kind == "max_spread":  # the largest spread among the selected recipes
         spreads = [spread_pp(group, quote.sigmas) for _, group in
-                   frame.groupby(metrics.recipe_keys(), dropna=False)]
+                   frame.groupby(recipe_keys(), dropna=False)]
         return float(np.max(spreads)), frame  # NaN when any one is unknown
     if quote.kind in ("test", "delta"):
         means = [100 * select(frame, sigma_w=s)["test_acc_best"].mean()
@@ -126,12 +127,12 @@ def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = 
         return clocks[quote.kind], frame.iloc[:0]  # design arithmetic: no runs needed
     if epochs is None:
         return math.nan, frame
-    return beta_summary(quote.kind, metrics.select(epochs, **quote.where)), frame
+    return beta_summary(quote.kind, select(epochs, **quote.where)), frame
 
 
 def recipe_of(frame: pd.DataFrame) -> Recipe:
     """The one recipe of a selection of runs (an error if it holds several)."""
-    specs = frame[metrics.recipe_keys()].drop_duplicates()
+    specs = frame[recipe_keys()].drop_duplicates()
     if len(specs) != 1:
         raise ValueError(f"a clock quote must select one recipe; it selects {len(specs)}")
     return recipe_of_row(specs.iloc[0].to_dict())
@@ -210,7 +211,7 @@ def read_epochs(path: str | Path) -> pd.DataFrame:
     wanted = [q.where for q in QUOTES if q.kind.startswith("beta")]
     filters = [(k, "in", sorted({v for w in wanted for v in _listed(w[k])}))
                for k in ("family", "optimizer", "b")]
-    columns = [*metrics.recipe_keys(), "epoch", "sigma_w", "seed", "val_acc"]
+    columns = [*recipe_keys(), "epoch", "sigma_w", "seed", "val_acc"]
     return pd.read_parquet(path, columns=columns, filters=filters)
 
 

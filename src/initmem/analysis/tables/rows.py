@@ -17,12 +17,13 @@ import math
 
 import pandas as pd
 
-from initmem.analysis.metrics import select, spread_pp
+from initmem.analysis.metrics import spread_pp
 from initmem.analysis.tables.cells import Cell, derived, fmt, measure_cell
 from initmem.errors import InputError
 from initmem.markup import tex_escape
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.artifacts import Artifact
+from initmem.plan.cells import select
 from initmem.plan.grid import expand_runs, family_runs
 from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters
 from initmem.plan.roles import BEST_RECIPE, DEPTH, LONG_SGD, LR_L2, MAIN, NORM_AUG
