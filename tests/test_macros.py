@@ -33,6 +33,16 @@ def test_spread_and_test_quotes_by_hand():
     assert text == r"\ensuremath{26.5}"
 
 
+def test_a_quote_reads_the_family_that_plays_its_role():
+    """A config whose main sweep is a family named otherwise (`role: main`) quotes the
+    same numbers from it; without the config, the role is the family of its name."""
+    runs = runs_table(sgd_b128(family="sweep"))
+    config = {"families": {"sweep": {"role": "main"}}}
+    quote = QUOTES["SpreadSGDbOneTwoEight"]
+    assert macros.quote_value(quote, runs, config=config)[0] == pytest.approx(26.5)
+    assert math.isnan(macros.quote_value(quote, runs)[0])  # no family named main
+
+
 def test_partial_and_absent_inputs_are_visible():
     runs = runs_table([*sgd_b128(), {"b": 128, "sigma_w": 1.3, "seed": 2, "status": "missing"}])
     quote = QUOTES["SpreadSGDbOneTwoEight"]

@@ -106,6 +106,7 @@ rule write_macros:
 rule score_reproduction:
     input:
         runs=RUNS_TABLE,
+        config=CONFIG_FILE,
         tables=[
             f"results/tables/{t.name}.csv"
             for t in artifacts.TABLES.values()
@@ -124,8 +125,8 @@ rule score_reproduction:
         initmem=INITMEM,
     shell:
         "{params.initmem} scorecard --runs {input.runs:q} --tables results/tables "
-        "--published {input.published:q} --out-csv {output.csv:q} "
-        "--out-tex {output.tex:q} > {log:q} 2>&1"
+        "--published {input.published:q} --config {input.config:q} "
+        "--out-csv {output.csv:q} --out-tex {output.tex:q} > {log:q} 2>&1"
 
 
 rule judge_claims:

@@ -22,7 +22,7 @@ from initmem.analysis import metrics
 from initmem.analysis.metrics import spread_pp
 from initmem.analysis.tables.cells import NO_DATA, derived, fmt
 from initmem.markup import tex_escape
-from initmem.plan import grid
+from initmem.plan import grid, roles
 from initmem.plan.architectures import ARCHITECTURES
 from initmem.plan.cells import recipe_keys, select
 from initmem.plan.schedule import clock_estimate
@@ -32,8 +32,10 @@ from initmem.vocabulary import EXTREME_SIGMAS as EXTREMES
 from initmem.vocabulary import FIVE_SIGMAS as FIVE
 from initmem.vocabulary import GENERATED, SYNTHETIC_MARK, missing
 
-MAIN = {"family": "main", "arch": "resnet9"}
-SGD_LR = {"family": ["main", "lr_l2"], "arch": "resnet9", "optimizer": "sgd",
+# A quote names families by the role they play (initmem.plan.roles), resolved against the
+# config when its value is computed (`_filters`).
+MAIN = {"role": roles.MAIN, "arch": "resnet9"}
+SGD_LR = {"role": [roles.MAIN, roles.LR_L2], "arch": "resnet9", "optimizer": "sgd",
           "schedule": "cosine", "augment": False}
 
 
@@ -57,8 +59,8 @@ L2 = {1e-3: "LtwoLow", 5e-3: "LtwoMid", 1e-2: "LtwoHigh"}
 OPT = {"sgd": "SGD", "sgd_momentum": "Momentum", "adam": "Adam", "adamw": "AdamW",
        "muon": "Muon"}
 DEPTH = {a.name: a.macro for a in ARCHITECTURES.values() if a.macro}  # the depth study's
-NORM = {"BNAug": {"family": "norm_aug", "arch": "resnet9", "augment": True},
-        "LNAug": {"family": "norm_aug", "arch": "resnet9_ln", "augment": True}}
+NORM = {"BNAug": {"role": roles.NORM_AUG, "arch": "resnet9", "augment": True},
+        "LNAug": {"role": roles.NORM_AUG, "arch": "resnet9_ln", "augment": True}}
 
 QUOTES = [
     *(Quote(f"Spread{OPT[o]}{_b(b)}", "spread", {**MAIN, "optimizer": o, "b": b})
@@ -74,23 +76,23 @@ QUOTES = [
       for lr, l2, bs in ((1e-2, 1e-2, (16, 128)), (1e-2, 0.0, (16, 128)),
                          (1e-1, 0.0, (16, 128)), (1e-2, 1e-3, (128,)), (1e-2, 5e-3, (128,)))
       for b in bs),
-    Quote("SpreadLongSGDbOneTwoEight", "spread", {"family": "long_sgd", "b": 128}, FIVE),
+    Quote("SpreadLongSGDbOneTwoEight", "spread", {"role": roles.LONG_SGD, "b": 128}, FIVE),
     Quote("TestBestSGDbOneTwoEight", "test",
-          {"family": "best_recipe", "optimizer": "sgd_momentum", "b": 128}, EXTREMES),
+          {"role": roles.BEST_RECIPE, "optimizer": "sgd_momentum", "b": 128}, EXTREMES),
     Quote("DeltaBestSGDbOneTwoEight", "delta",
-          {"family": "best_recipe", "optimizer": "sgd_momentum", "b": 128}, EXTREMES),
+          {"role": roles.BEST_RECIPE, "optimizer": "sgd_momentum", "b": 128}, EXTREMES),
     Quote("DeltaBestAdambOneSix", "delta",
-          {"family": "best_recipe", "optimizer": "adam", "b": 16}, EXTREMES),
+          {"role": roles.BEST_RECIPE, "optimizer": "adam", "b": 16}, EXTREMES),
     *(Quote(f"SpreadDepth{DEPTH[a]}bOneTwoEight", "spread",
-            {"family": ["main", "depth"], "arch": a, "optimizer": "sgd", "b": 128,
+            {"role": [roles.MAIN, roles.DEPTH], "arch": a, "optimizer": "sgd", "b": 128,
              "lr0": 1e-3, "l2": 0.0, "augment": False}, FIVE) for a in DEPTH),
     *(Quote(f"Spread{n}SGD{_b(b)}", "spread", {**w, "optimizer": "sgd", "b": b}, FIVE)
       for n, w in NORM.items() for b in (16, 128)),
     Quote("SpreadNormAugAdamMax", "max_spread",  # App. E: Adam <= 3.5 pp in all six
-          {"family": ["norm_aug", "main"], "arch": ["resnet9", "resnet9_ln"],
+          {"role": [roles.NORM_AUG, roles.MAIN], "arch": ["resnet9", "resnet9_ln"],
            "optimizer": "adam", "b": [16, 128]}, FIVE),
     Quote("TSGDbOneTwoEight", "T_SGD", {**MAIN, "optimizer": "sgd", "b": 128}),
-    Quote("TSGDLongbOneTwoEight", "T_SGD", {"family": "long_sgd", "b": 128}),
+    Quote("TSGDLongbOneTwoEight", "T_SGD", {"role": roles.LONG_SGD, "b": 128}),
     Quote("TSGDLrMidbOneSix", "T_SGD", {**SGD_LR, "lr0": 1e-2, "l2": 0.0, "b": 16}),
     Quote("TLtwoLrMidLtwoLowbOneTwoEight", "T_L2", {**SGD_LR, "lr0": 1e-2, "l2": 1e-3,
                                                      "b": 128}),
@@ -102,10 +104,22 @@ QUOTES = [
 ]
 
 
-def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None
-                ) -> tuple[float, pd.DataFrame]:
-    """(value, the runs behind it); NaN when the runs cannot give it."""
-    frame = select(runs, **quote.where)
+def _filters(where: dict, config: dict | None) -> dict:
+    """A quote's filters with its roles as the config's families playing them (without a
+    config, each role is the family of its name: initmem.plan.roles.families)."""
+    if "role" not in where:
+        return where
+    rest = {k: v for k, v in where.items() if k != "role"}
+    return {**rest, "family": roles.families(config or {}, *_listed(where["role"]),
+                                             reader="initmem macros")}
+
+
+def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = None,
+                config: dict | None = None) -> tuple[float, pd.DataFrame]:
+    """(value, the runs behind it); NaN when the runs cannot give it. `config` says which
+    family plays each role its filters name (default: the role's own name)."""
+    where = _filters(quote.where, config)
+    frame = select(runs, **where)
     if quote.sigmas is not None:
         frame = select(frame, sigma_w=list(quote.sigmas))
     if frame.empty:
@@ -127,7 +141,7 @@ def quote_value(quote: Quote, runs: pd.DataFrame, epochs: pd.DataFrame | None = 
         return clocks[quote.kind], frame.iloc[:0]  # design arithmetic: no runs needed
     if epochs is None:
         return math.nan, frame
-    return beta_summary(quote.kind, select(epochs, **quote.where)), frame
+    return beta_summary(quote.kind, select(epochs, **where)), frame
 
 
 def recipe_of(frame: pd.DataFrame) -> Recipe:
@@ -167,12 +181,13 @@ def scientific(x: float) -> str:
     return rf"{x / 10**exponent:.1f}\cdot 10^{{{exponent}}}"
 
 
-def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
+def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None,
+            config: dict | None = None) -> pd.DataFrame:
     """Every quote's value and how many of its runs are missing (for the scorecard),
     indexed by macro name."""
     rows = []
     for quote in QUOTES:
-        value, frame = quote_value(quote, runs, epochs)
+        value, frame = quote_value(quote, runs, epochs, config)
         absent = int(missing(frame).sum()) if len(frame) else 0
         rows.append({"macro": quote.name, "value": value, "n_missing": absent})
     return pd.DataFrame(rows).set_index("macro")
@@ -181,10 +196,11 @@ def compute(runs: pd.DataFrame, epochs: pd.DataFrame | None = None) -> pd.DataFr
 def design_numbers(config: dict) -> dict[str, str]:
     """The design numbers the prose quotes: runs (main grid and all), its sigma_w, seeds, epochs."""
     runs = grid.expand_runs(config)
-    main = config["families"]["main"]
-    count = sum(r.recipe.family == "main" for r in runs)
+    name = roles.family(config, roles.MAIN)
+    main = config["families"][name]
+    count = sum(r.recipe.family == name for r in runs)
     # from the runs, not the family's recipe: a variant or grid may set the epochs
-    epochs = sorted({r.recipe.epochs for r in runs if r.recipe.family == "main"})
+    epochs = sorted({r.recipe.epochs for r in runs if r.recipe.family == name})
     return {"NumRunsMain": f"{count:,}".replace(",", "{,}"),
             "NumRunsTotal": f"{len(runs):,}".replace(",", "{,}"),
             "NumSigmaMain": str(len(grid.sigma_values(config["sigma_sets"][main["sigma_w"]]))),
@@ -201,14 +217,14 @@ def render(runs: pd.DataFrame, epochs: pd.DataFrame | None, config: dict) -> str
              rf"\newcommand{{\SyntheticMark}}{{{SYNTHETIC_MARK if synthetic else ''}}}"]
     lines += [rf"\newcommand{{\{k}}}{{{v}}}" for k, v in design_numbers(config).items()]
     for quote in QUOTES:
-        value, frame = quote_value(quote, runs, epochs)
+        value, frame = quote_value(quote, runs, epochs, config)
         lines.append(rf"\newcommand{{\{quote.name}}}{{{render_value(quote, value, frame)}}}")
     return "\n".join(lines) + "\n"
 
 
-def read_epochs(path: str | Path) -> pd.DataFrame:
+def read_epochs(path: str | Path, config: dict | None = None) -> pd.DataFrame:
     """Only what the |beta| quotes need: their runs' val_acc per epoch."""
-    wanted = [q.where for q in QUOTES if q.kind.startswith("beta")]
+    wanted = [_filters(q.where, config) for q in QUOTES if q.kind.startswith("beta")]
     filters = [(k, "in", sorted({v for w in wanted for v in _listed(w[k])}))
                for k in ("family", "optimizer", "b")]
     columns = [*recipe_keys(), "epoch", "sigma_w", "seed", "val_acc"]
@@ -222,8 +238,8 @@ def _listed(value: object) -> list:
 def write_macros(runs_path: str | Path, epochs_path: str | Path, config_path: str | Path,
                  out_path: str | Path) -> Path:
     """Compute the macros from the runs and epochs tables and the config; write them to out_path."""
-    runs = pd.read_parquet(runs_path)
-    text = render(runs, read_epochs(epochs_path), grid.load_config(config_path))
+    runs, config = pd.read_parquet(runs_path), grid.load_config(config_path)
+    text = render(runs, read_epochs(epochs_path, config), config)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

@@ -41,6 +41,7 @@ from initmem.analysis import macros, tables
 from initmem.errors import InputError
 from initmem.plan import artifacts
 from initmem.plan.architectures import ARCHS
+from initmem.plan.grid import load_config
 from initmem.vocabulary import CELL_KEY, SYNTHETIC_MARK
 
 KEYS = list(CELL_KEY)
@@ -110,7 +111,8 @@ def verdict(published: float, never: bool, value: float, never_ours: bool, tol: 
     return "agrees" if abs(value - published) <= tol else "disagrees"
 
 
-def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame,
+          config: dict | None = None) -> pd.DataFrame:
     """One row per published number (ours, delta, delta in seed stds, verdict), then one
     per cell of ours for an optimizer or network the paper did not run ("not in the
     paper")."""
@@ -120,7 +122,7 @@ def score(runs: pd.DataFrame, published: pd.DataFrame, ours: pd.DataFrame) -> pd
     columns = ["value", "std", "n_seeds", "n_runs", "n_missing", "never_reached"]
     card = pub.merge(ours[[*KEYS, *columns]], on=KEYS, how="left",
                      suffixes=("_published", ""))
-    quotes = macros.compute(runs)
+    quotes = macros.compute(runs, config=config)
     is_text = card["table"].eq("text")
     unknown = sorted(set(card.loc[is_text, "macro"]) - set(quotes.index))
     if unknown:
@@ -187,11 +189,14 @@ def render_tex(card: pd.DataFrame, synthetic: bool) -> str:
 
 
 def write_scorecard(runs_path: str | Path, tables_dir: str | Path, published_dir: str | Path,
-                    out_csv: str | Path, out_tex: str | Path) -> pd.DataFrame:
+                    out_csv: str | Path, out_tex: str | Path,
+                    config_path: str | Path | None = None) -> pd.DataFrame:
     """Score our tables' cells and the macros against the published numbers; write every cell
-    (CSV) and the summary (LaTeX)."""
+    (CSV) and the summary (LaTeX). The config says which family plays each role the
+    macros read (without one: the family of each role's name)."""
     runs = pd.read_parquet(runs_path)
-    card = score(runs, read_published(published_dir), read_cells(tables_dir))
+    config = load_config(config_path) if config_path is not None else None
+    card = score(runs, read_published(published_dir), read_cells(tables_dir), config)
     for path in (out_csv, out_tex):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     card.to_csv(out_csv, index=False)
@@ -208,6 +213,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "(paper/published)")
     parser.add_argument("--out-csv", required=True, help="every cell (scorecard.csv)")
     parser.add_argument("--out-tex", required=True, help="summary table (scorecard.tex)")
+    parser.add_argument("--config", default=None, help="the runs' config: which family plays "
+                        "each role the quoted numbers read (default: each role's own name)")
 
 
 def tally(verdicts: pd.Series, order: tuple[str, ...], noun: str) -> str:
@@ -218,6 +225,7 @@ def tally(verdicts: pd.Series, order: tuple[str, ...], noun: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """`initmem scorecard`: write the scorecard and print how many cells have each verdict."""
-    card = write_scorecard(args.runs, args.tables, args.published, args.out_csv, args.out_tex)
+    card = write_scorecard(args.runs, args.tables, args.published, args.out_csv, args.out_tex,
+                           args.config)
     print(tally(card["verdict"], VERDICTS, "cells"))
     return 0
