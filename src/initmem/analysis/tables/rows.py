@@ -12,7 +12,6 @@ and returns (template context, cells, rendered cell texts).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pandas as pd
@@ -23,8 +22,8 @@ from initmem.errors import InputError
 from initmem.markup import tex_escape
 from initmem.plan.architectures import ARCH_LABELS, depth_study
 from initmem.plan.artifacts import Artifact
-from initmem.plan.cells import select
-from initmem.plan.grid import expand_runs, family_runs
+from initmem.plan.cells import planned_runs, select
+from initmem.plan.grid import family_runs
 from initmem.plan.optimizers import declarations, optimizer_display, parse_hyperparameters
 from initmem.plan.roles import BEST_RECIPE, DEPTH, LONG_SGD, LR_L2, MAIN, NORM_AUG
 from initmem.plan.spec import Recipe
@@ -40,7 +39,7 @@ class Sheet:
         """An empty sheet for the table `declared`, of runs the `config` plans."""
         self.declared, self.config, self.cells, self.texts = declared, config, [], []
         self.table, self.sigmas = declared.number, declared.sigma_w
-        self.plan = planned_cells(config)
+        self.plan = planned_runs(config)  # a row per planned run, its spec columns
 
     def families(self, *roles: str) -> list[str]:
         """The families playing `roles` (roles the table declares)."""
@@ -74,15 +73,6 @@ class Sheet:
 
 
 DERIVED = ("spread", "train_acc_mean", "abs_delta")
-
-
-def planned_cells(config: dict) -> pd.DataFrame:
-    """One row per (recipe, sigma_w) the config plans, in the runs table's spec columns
-    (seeds folded: a row is planned or not whatever its seeds)."""
-    cells = dict.fromkeys((run.recipe, run.sigma_w) for run in expand_runs(config))
-    return pd.DataFrame([{**dataclasses.asdict(recipe), "sigma_w": sigma}
-                         for recipe, sigma in cells],
-                        columns=[*(f.name for f in dataclasses.fields(Recipe)), "sigma_w"])
 
 
 def grouped(rows: list[dict], group: str) -> list[dict]:
