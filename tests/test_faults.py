@@ -43,7 +43,7 @@ def test_a_jobs_own_snakemake_finds_its_rule_after_its_runs_finished(tmp_path):
     packs = grid.make_packs(grid.load_config(TEST_CONFIG))
     (tmp_path / "results" / "packs").mkdir(parents=True)
     for pack_id, pack in packs.items():
-        pack.dump(tmp_path / "results" / "packs" / f"{pack_id}.json")
+        pack.dump(tmp_path / "results" / "packs" / grid.spec_name(pack_id, pack))
         for run in pack.runs:
             write_fake_run(tmp_path / "results" / "runs", run)
     before = records_of(tmp_path, TEST_CONFIG)

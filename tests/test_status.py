@@ -114,10 +114,10 @@ def test_after_snakemake_is_killed_status_names_the_orphans_and_their_packs_are_
         assert cli.main(["status", "--config", str(config), "--records", str(runs)]) == 0
         text = capsys.readouterr().out
         assert text.count("live, orphan: no Snakemake above it") == 2, text
-        pack_id = next(iter(grid.make_packs(grid.load_config(config))))
+        pack_id, pack = next(iter(grid.make_packs(grid.load_config(config)).items()))
         second = subprocess.Popen(
             [sys.executable, "-m", "initmem", "train",
-             str(work / "results" / "packs" / f"{pack_id}.json"), str(runs),
+             str(work / "results" / "packs" / grid.spec_name(pack_id, pack)), str(runs),
              "--device", "cpu", "--no-progress"], stderr=subprocess.PIPE, text=True)
         holder = got.trainers[0]
         said = next(line for line in second.stderr if ": waiting, looking again" in line)

@@ -156,6 +156,16 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     again = snakemake(tmp_path, regrouped, "results/aggregate/runs.parquet", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # Other seeds in the same packs (the same pack ids): their new specs train them.
+    edited = yaml.safe_load(TEST_CONFIG.read_text())
+    edited["seed_sets"]["one"] = [1]
+    reseeded = tmp_path / "reseeded.yaml"
+    reseeded.write_text(yaml.safe_dump(edited, sort_keys=False))
+    done = snakemake(tmp_path, reseeded, "results/aggregate/runs.parquet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = pd.read_parquet(tmp_path / "results" / "aggregate" / "runs.parquet")
+    assert set(table["seed"]) == {1} and (table["status"] == "completed").all()
+
 
 def test_a_job_of_two_packs_trains_both(tmp_path):
     """execution.packs_per_job = 2: the test config's two packs train in one job, one
@@ -186,9 +196,34 @@ def test_a_job_of_two_packs_trains_both(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert job_counts(done.stdout)[job] == 1
     (command,) = [line for line in done.stdout.splitlines() if " -m initmem train " in line]
-    assert all(f"results/packs/{pack_id}.json" in command for pack_id in packs)
+    assert all(f"results/packs/{grid.spec_name(*item)}" in command for item in packs.items())
     assert "output: " + str(Path("results/runs") / second.runs[0].run_dir / "summary.parquet") \
         in done.stdout
+
+
+def test_a_config_edit_that_changes_a_packs_runs_trains_its_new_spec(tmp_path):
+    """Seeds [0] -> [1]: each pack keeps its id but holds other runs. Its spec is another
+    file (named by its content key too), so the specs are written again and each job reads
+    the new one; named by the id alone, the old spec stayed, trained its finished runs and
+    the job failed with its outputs missing."""
+    target = "results/aggregate/runs.parquet"
+    before = grid.make_packs(grid.load_config(TEST_CONFIG))
+    specs = [f"results/packs/{grid.spec_name(*item)}" for item in before.items()]
+    done = snakemake(tmp_path, TEST_CONFIG, *specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    edited = yaml.safe_load(TEST_CONFIG.read_text())
+    edited["seed_sets"]["one"] = [1]
+    path = tmp_path / "seed_1.yaml"
+    path.write_text(yaml.safe_dump(edited, sort_keys=False))
+    packs = grid.make_packs(grid.load_config(path))
+    assert list(packs) == list(before)  # the same ids
+    done = snakemake(tmp_path, path, target, "-n", "-p")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert job_counts(done.stdout)["write_pack_specs"] == 1
+    commands = [line for line in done.stdout.splitlines() if " -m initmem train " in line]
+    assert sorted(f"results/packs/{grid.spec_name(*item)}" in line for item in packs.items()
+                  for line in commands).count(True) == len(packs)
+    assert not any(spec in line for spec in specs for line in commands)
 
 
 def test_every_pack_spec_is_written_before_training_starts(tmp_path):

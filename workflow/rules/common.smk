@@ -10,7 +10,6 @@ from pathlib import Path
 import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import validate
 
 # initmem from this checkout, installed or not
 SRC = Path(workflow.basedir) / "src"
@@ -21,16 +20,16 @@ from initmem.plan import artifacts, cost, grid, inputs, looks
 from initmem.plan.claims_file import read_claims
 
 # Snakemake's YAML reader keeps the last of a repeated key silently: the package's
-# reader refuses it, naming the file and line. Then the errors that name the key, the bad
-# value and what is allowed, as the only output (Snakemake would put its frames first);
-# then snakemake's own check of the same schema, which fills in the defaults.
+# reader refuses it, naming the file and line. Then the config's one check (the schema
+# and what a schema cannot say), with errors that name the key, the bad value and what is
+# allowed as the only output (Snakemake would put its frames first); the rules read the
+# config it returns, its defaults filled in.
 try:
     for path in workflow.configfiles:
         inputs.load_yaml(path, "config")
-    grid.validate_config(config)
+    config.update(grid.validate_config(config))
 except InputError as err:
     sys.exit(f"error: {err}")
-validate(config, str(grid.SCHEMA_PATH))
 
 # Rules run this checkout's initmem with the interpreter running Snakemake (the venv) or,
 # under --sdm conda, the rule's environment (which does not install initmem). Snakemake
@@ -55,6 +54,12 @@ STAGING = (
     else None
 )
 PACKS = {} if ARCHIVE else looks.study_packs(config, CLAIMS_PATH)
+# Each pack's spec, named by its id and its content (grid.spec_name): a config edit that
+# changes a pack's runs writes a new spec instead of training the old one's.
+SPEC_FILES = {
+    pack_id: f"results/packs/{grid.spec_name(pack_id, pack)}"
+    for pack_id, pack in PACKS.items()
+}
 # The model of the training jobs' time limits, read once: execution.throughput_csv (its
 # eager steps) or the built-in estimate. Nothing to train from an archive: no CSV needed.
 THROUGHPUT = cost.BUILTIN if ARCHIVE else cost.throughput(EXECUTION)

@@ -1,7 +1,8 @@
 # Training: one rule per training job of the config (TRAINING_JOBS, common.smk: up to
 # execution.packs_per_job packs, 1 by default), finished or not, so that a SLURM job's own
 # Snakemake always finds its rule. Its outputs are its unfinished runs' summaries, so
-# asking for one trains its packs, from their specs (results/packs/<pack_id>.json);
+# asking for one trains its packs, from their specs (results/packs/<pack_id>.<key>.json:
+# SPEC_FILES, common.smk);
 # finished runs are no outputs, and `initmem train` skips them. No finished record is ever
 # deleted (docs/records.md, "One trainer a pack"): the outputs are update(), which
 # Snakemake never removes before a job runs, even when another trainer finished them
@@ -15,7 +16,7 @@
 # spec came first never trains first by accident, and the specs cost one parse, not one
 # each; when one is missing, all are written again from the config as it is.
 SPECS_TO_WRITE = [
-    f"results/packs/{pack_id}.json"
+    SPEC_FILES[pack_id]
     for pack_ids in TRAINING_JOBS.values()
     if job_outputs(pack_ids)
     for pack_id in pack_ids
@@ -31,8 +32,9 @@ if SPECS_TO_WRITE:
             "logs/packs.log",
         localrule: True
         run:
+            pack_of = {path: PACKS[pack_id] for pack_id, path in SPEC_FILES.items()}
             for path in output:
-                PACKS[Path(path).stem].dump(path)
+                pack_of[path].dump(path)
 
 
 for job, pack_ids in TRAINING_JOBS.items():
@@ -42,7 +44,7 @@ for job, pack_ids in TRAINING_JOBS.items():
         name:
             f"train_{job}"
         input:
-            specs=[ancient(f"results/packs/{pack_id}.json") for pack_id in pack_ids],
+            specs=[ancient(SPEC_FILES[pack_id]) for pack_id in pack_ids],
         output:
             [update(path) for path in job_outputs(pack_ids)],
         log:

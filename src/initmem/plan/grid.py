@@ -29,7 +29,6 @@ from initmem.plan.optimizers import (
     declarations,
 )
 from initmem.plan.schema import (
-    SCHEMA_PATH,
     ConfigError,
     check_schema,
     invalid,
@@ -38,9 +37,9 @@ from initmem.plan.schema import (
 from initmem.plan.spec import Pack, Recipe, Run, SpecError
 from initmem.vocabulary import sigma_w_key
 
-__all__ = ["SCHEMA_PATH", "ConfigError", "archived", "asked_runs", "expand_runs",
+__all__ = ["ConfigError", "archived", "asked_runs", "expand_runs",
            "experiment_config", "family_runs", "load_config", "make_packs", "pack_id",
-           "sigma_values", "validate_config"]
+           "sigma_values", "spec_name", "validate_config"]
 
 # from_archive: the config was read from a runs archive (`initmem archive config`), so its
 # display strings are data, rendered as text (initmem.plan.optimizers.display)
@@ -296,8 +295,15 @@ def pack_runs(runs: list[Run], size: int) -> dict[str, Pack]:
 
 
 def pack_id(recipe: Recipe, chunk: int) -> str:
-    """Flat, readable name of a recipe's chunk-th pack (file name of its spec)."""
+    """Flat, readable name of a recipe's chunk-th pack: its training job's and status'."""
     return f"{recipe.family}-{recipe.recipe_id}-b{recipe.b}-p{chunk}"
+
+
+def spec_name(pack_id: str, pack: Pack) -> str:
+    """File name of a pack's spec: its readable id and its content key (Pack.key), so
+    that a config edit that changes a pack's runs but not its id names a new spec, never
+    the old one's file (which would train the old runs)."""
+    return f"{pack_id}.{pack.key}.json"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """The config's JSON schema, with errors that name the key, the bad value and what is allowed.
 
-The same schema file is what the Snakefile hands to snakemake's `validate()`; this module
-turns jsonschema's errors into one line each, so the CLI, the workflow and the tests share
+The workflow's parse, every command that reads a config and the tests check it here, once
+(grid.validate_config), and read the config it returns with the schema's defaults filled
+in; this module turns jsonschema's errors into one line each, so that all of them share
 both the rules and the wording.
 """
 
@@ -30,8 +31,7 @@ class ConfigError(InputError):
 def schema() -> dict[str, Any]:
     """The schema file, with the declared networks as `arch`'s enum and the roles as a
     family's `role` enum: a network is one entry of initmem.plan.architectures and a role
-    one of initmem.plan.roles, not also a list here (Snakemake's validate() of the file
-    alone runs after this check, so it need not know them)."""
+    one of initmem.plan.roles, not also a list here."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     loaded["$defs"]["field"]["arch"]["enum"] = list(ARCHS)
     loaded["$defs"]["family"]["properties"]["role"]["enum"] = list(roles.ROLES)
