@@ -48,7 +48,7 @@ INTERRUPTED_EXIT = 130
 STOP_EXIT = {signal.SIGTERM: PREEMPTED_EXIT, signal.SIGUSR1: PREEMPTED_EXIT,
              signal.SIGINT: INTERRUPTED_EXIT}
 CPU_PACK_IMAGES = 256  # images per step above which CPU packing loses (see cpu_parts)
-POLL_S = 5.0  # how often a trainer waiting for a held pack looks again
+POLL_S = 2.0  # how often a trainer waiting for a held pack looks again (a few stat calls)
 WAIT_NOTE_S = 600.0  # how often it says that it still waits
 
 
