@@ -144,6 +144,7 @@ def test_share_unknown_without_proc_stat(monkeypatch):
     quiet.wait_until_quiet(poll_s=0.0)  # unknown share: returns at once
 
 
+@pytest.mark.slow
 def test_equivalence_script_runs_and_judges(capsys):
     """On CPU: packed and channels_last against runs alone, in float64 and float32."""
     assert equivalence.main(["--quick", "--device", "cpu"]) == 0

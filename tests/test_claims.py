@@ -288,6 +288,7 @@ def simulated_verdicts(spread_sgd: float, spread_adam: float, n: int, studies: i
     return out
 
 
+@pytest.mark.slow
 def test_without_an_effect_the_engine_holds_at_most_five_percent_of_the_time():
     verdicts = simulated_verdicts(10.0, 10.0, n=3, studies=120, seed=1)
     assert verdicts.count("holds") / len(verdicts) <= 0.05
@@ -300,6 +301,7 @@ def measured_noise(seed: int, n: int) -> np.ndarray:
     return residual * MEASURED_SD / np.sqrt((residual ** 2).sum() / (4 * (n - 1)))
 
 
+@pytest.mark.slow
 def test_with_the_papers_effect_the_seeds_the_engine_asks_for_suffice():
     """A two-seed study of the effect (spreads 6 vs 1.6 pp) at the measured noise is too
     small to tell and says how many seeds would; at that count the effect holds in at

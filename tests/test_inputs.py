@@ -76,6 +76,7 @@ def test_yaml_floats_read_as_yaml_1_2_and_json_write_them():
     assert parse_yaml("n: 12\ns: abc\nt: true") == {"n": 12, "s": "abc", "t": True}
 
 
+@pytest.mark.slow
 def test_a_config_with_a_small_lr0_trains_through_the_workflow(tmp_path):
     text = TEST_CONFIG.read_text().replace("lr0: 1.0e-3", "lr0: 1.0e-5")
     assert "lr0: 1.0e-5" in text

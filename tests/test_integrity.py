@@ -95,6 +95,7 @@ def of_3_epochs(config: dict) -> dict:
     return config
 
 
+@pytest.mark.slow
 def test_every_byte_flip_of_an_archive_is_caught_or_harmless(tmp_path, config):
     config = of_3_epochs(config)
     runs = grid.expand_runs(config)

@@ -143,6 +143,7 @@ def test_resume_right_after_an_epochs_last_update_is_bitwise_equal(splits, unint
     assert [resumed for *_, resumed in provenance(out)] == [1, 1]
 
 
+@pytest.mark.slow
 def test_resume_of_an_optimizer_evaluated_elsewhere_is_bitwise_equal(splits, tmp_path):
     """Schedule-Free AdamW trains y and is evaluated at x (BatchNorm re-estimated there,
     its weights at tau_best kept): stopped in mid-epoch 2 and resumed, it ends as the pack
@@ -380,6 +381,7 @@ def test_same_spec_twice_gives_bitwise_equal_records(splits, uninterrupted, tmp_
     assert summary["data_verification"].iloc[0] == "synthetic"
 
 
+@pytest.mark.slow
 def test_large_cpu_packs_train_as_sub_packs_and_rewrite_deleted_records(tmp_path):
     """On CPU a pack over 256 images per step trains as consecutive sub-packs (measured
     faster); after a failed job Snakemake deletes its records, and a rerun rewrites them

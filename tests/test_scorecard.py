@@ -113,19 +113,22 @@ def sgd_runs() -> pd.DataFrame:
     ])
 
 
-def our_cells(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
-    """The cells our Tables 2-7 write for these runs (what the scorecard reads)."""
-    runs_path = folder / "runs.parquet"
-    runs.to_parquet(runs_path)
+@pytest.fixture(scope="module")
+def sgd_tables(tmp_path_factory) -> Path:
+    """A folder with sgd_runs() as runs.parquet and the Tables 2-7 our tables write of
+    them in tables/ (what the scorecard reads): 4 s, made once for the module."""
+    folder = tmp_path_factory.mktemp("sgd_tables")
+    sgd_runs().to_parquet(folder / "runs.parquet")
     for n in range(2, 8):
-        tables.write_table(n, runs_path, CONFIG, folder / "tables" / f"table{n}.tex")
-    return scorecard.read_cells(folder / "tables")
+        tables.write_table(n, folder / "runs.parquet", CONFIG,
+                           folder / "tables" / f"table{n}.tex")
+    return folder
 
 
-def test_score_compares_cell_by_cell(tmp_path):
+def test_score_compares_cell_by_cell(tmp_path, sgd_tables):
     runs = sgd_runs()
     card = scorecard.score(runs, scorecard.read_published(published_dir(tmp_path)),
-                           our_cells(runs, tmp_path))
+                           scorecard.read_cells(sgd_tables / "tables"))
     card = card.set_index(["table", "b", "sigma_w", "metric"])
     low = card.loc[("4", "128", "0.1", "test_acc")]
     assert low["reproduced"] == pytest.approx(85.5)
@@ -149,11 +152,10 @@ def test_score_compares_cell_by_cell(tmp_path):
     assert prose["reproduced"] == pytest.approx(25.6) and prose["partial"]
 
 
-def test_summary_and_outputs(tmp_path):
-    our_cells(sgd_runs(), tmp_path)
+def test_summary_and_outputs(tmp_path, sgd_tables):
     out_csv, out_tex = tmp_path / "sc" / "scorecard.csv", tmp_path / "sc" / "scorecard.tex"
-    assert main(["scorecard", "--runs", str(tmp_path / "runs.parquet"), "--tables",
-                 str(tmp_path / "tables"), "--published", str(published_dir(tmp_path)),
+    assert main(["scorecard", "--runs", str(sgd_tables / "runs.parquet"), "--tables",
+                 str(sgd_tables / "tables"), "--published", str(published_dir(tmp_path)),
                  "--out-csv", str(out_csv), "--out-tex", str(out_tex)]) == 0
     card = pd.read_csv(out_csv)
     assert len(card) == 6
@@ -167,13 +169,13 @@ def test_summary_and_outputs(tmp_path):
     assert "max(2" in tex.replace(r"\max", "max") and "SYNTHETIC" not in tex
 
 
-def test_a_cell_outside_the_config_is_not_a_missing_record(tmp_path):
+def test_a_cell_outside_the_config_is_not_a_missing_record(tmp_path, sgd_tables):
     # a cut-down config runs no b = 64 at all; its b = 16 run has no record yet
     folder = published_dir(tmp_path)
     with (folder / "table4.csv").open("a") as f:
         f.write("4,64,sgd,resnet9,0.1,0.001,0,test_acc,pct,87.0,0.3,10,,\n")
-    runs = sgd_runs()
-    card = scorecard.score(runs, scorecard.read_published(folder), our_cells(runs, tmp_path))
+    card = scorecard.score(sgd_runs(), scorecard.read_published(folder),
+                           scorecard.read_cells(sgd_tables / "tables"))
     verdicts = card.set_index(["table", "b", "sigma_w", "metric"])["verdict"]
     assert verdicts[("4", "64", "0.1", "test_acc")] == "not in config"
     assert verdicts[("4", "16", "0.1", "test_acc")] == "missing"

@@ -116,6 +116,7 @@ def test_agreement_of_a_capture_check():
     assert step.agreement([torch.tensor([nan])], [torch.tensor([1.0])]) == (inf, False)
 
 
+@pytest.mark.slow
 def test_channels_last_changes_layout_not_values(splits, tmp_path):
     """float64, so only summation order differs between the two layouts' kernels."""
     torch.set_default_dtype(torch.float64)
@@ -199,6 +200,7 @@ def float64():
     torch.set_default_dtype(torch.float32)
 
 
+@pytest.mark.slow
 def test_compaction_captures_the_graph_again_for_the_smaller_pack(tmp_path, monkeypatch,
                                                                   float64):
     """When runs leave, the smaller pack's step is built anew: its own warm-up, capture

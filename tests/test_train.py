@@ -91,6 +91,7 @@ def test_an_optimizer_evaluated_elsewhere_is_recorded_there(splits, tmp_path):
         assert abs(last["val_loss"] - float(at_y[i])) > 1e-4
 
 
+@pytest.mark.slow
 def test_pack_of_three_equals_three_runs_alone(splits, tmp_path, float64):
     recipe = tiny_recipe(augment=True)
     points = [(0.5, 0), (1.0, 1), (2.0, 42)]
@@ -131,6 +132,7 @@ def test_records_of_a_pack(splits, tmp_path):
     assert big["kernel_fro_norm_init"].iloc[0] > 4 * row["kernel_fro_norm_init"]
 
 
+@pytest.mark.slow
 def test_test_accuracy_at_tau_best_on_more_images(tmp_path):
     """best_test_subset: the weights at tau_best, tested once after training on that many
     test images, give what testing those images every epoch gives at tau_best; training,
@@ -227,6 +229,7 @@ def test_a_diverging_run_stops_while_the_others_go_on(splits, tmp_path):
     assert summary["diverged"].iloc[0]
 
 
+@pytest.mark.slow
 def test_cli_trains_a_pack_spec(tmp_path):
     recipe = tiny_recipe(epochs=1)
     spec = tmp_path / "pack.yaml"
@@ -300,6 +303,7 @@ def with_and_without_compaction(pack: Pack, out) -> dict:
                             compaction=on).run() for on in (True, False)}
 
 
+@pytest.mark.slow
 def test_compaction_changes_no_record_and_computes_fewer_run_updates(tmp_path, float64):
     """Runs that stop leave the pack at the end of their epoch: every record is bitwise
     the uncompacted pack's (float64), the run still training ends with the same weights,
@@ -324,6 +328,7 @@ def test_compaction_changes_no_record_and_computes_fewer_run_updates(tmp_path, f
             history["kernel_fro_norm"].iloc[-1], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_compaction_in_float32_is_bitwise_until_the_pack_shrinks(tmp_path):
     """float32: bitwise up to the first compaction (the diverged run's records, every run's
     epoch 1). After it the pack of 3 runs other convolution kernels than the pack of 4

@@ -167,6 +167,7 @@ def test_tiny_synthetic_run_trains_and_aggregates(tmp_path):
     assert set(table["seed"]) == {1} and (table["status"] == "completed").all()
 
 
+@pytest.mark.slow
 def test_a_job_of_two_packs_trains_both(tmp_path):
     """execution.packs_per_job = 2: the test config's two packs train in one job, one
     process (its log names both), through a real run (so `onstart` sees that job)."""
@@ -226,6 +227,7 @@ def test_a_config_edit_that_changes_a_packs_runs_trains_its_new_spec(tmp_path):
     assert not any(spec in line for spec in specs for line in commands)
 
 
+@pytest.mark.slow
 def test_every_pack_spec_is_written_before_training_starts(tmp_path):
     """On one core, the second pack's spec is written before the first pack trains, so
     training jobs are all ready and taken longest first (issue 26: a 35-minute pack
@@ -243,6 +245,7 @@ def test_every_pack_spec_is_written_before_training_starts(tmp_path):
     assert max(specs) < min(trains), started
 
 
+@pytest.mark.slow
 def test_missing_cifar10_says_how_to_get_it(tmp_path):
     run = grid.expand_runs(grid.load_config(DEMO_CONFIG))[0]
     done = snakemake(tmp_path, DEMO_CONFIG, f"results/runs/{run.run_dir}/summary.parquet")
