@@ -30,7 +30,7 @@ from initmem import cli
 from initmem.errors import InputError
 from initmem.plan import grid
 from initmem.plan.inputs import parse_json, parse_yaml
-from initmem.plan.spec import Pack, Recipe, Run
+from initmem.plan.spec import Pack, Recipe, Run, check_field
 from initmem.training import data
 
 BASE = {"family": "t", "arch": "resnet9", "optimizer": "sgd", "b": 8, "epochs": 1,
@@ -296,6 +296,15 @@ def test_config_check_and_spec_check_agree_on_a_bool_b():
         grid.validate_config(config)
     with pytest.raises(InputError, match="b=True"):
         Pack.from_dict(spec(b=True))
+
+
+@pytest.mark.parametrize(("good", "bad"), [(1, True), (0, False)])
+def test_a_remembered_field_check_tells_equal_keys_of_other_types_apart(good, bad):
+    """check_field remembers its answer per value (spec._in_domain): 1 == True as a key,
+    so the value's type is part of it; a seed of 1 passing first lets no True through."""
+    check_field("seed", good)
+    with pytest.raises(InputError, match=f"seed={bad!r}"):
+        check_field("seed", bad)
 
 
 def train_tiny(tmp_path, capsys, out) -> tuple[int, str]:
