@@ -1,11 +1,12 @@
 """Shared pytest set-up."""
 
-# TensorFlow (imported by the Keras reference tests at collection) and triton (imported
-# by torchvision through torch._dynamo) segfault when triton is loaded second in one
-# process; loading torchvision first avoids it. The product never imports TensorFlow.
 import os
 
 import pytest
+
+# TensorFlow (imported by the Keras reference tests at collection) and triton (imported
+# by torchvision through torch._dynamo) segfault when triton is loaded second in one
+# process; loading torchvision first avoids it. The product never imports TensorFlow.
 import torchvision.datasets  # noqa: F401
 from fakes import FakeSlurm
 
@@ -36,8 +37,9 @@ def fake_slurm(tmp_path, monkeypatch) -> FakeSlurm:
 # The modules whose tests take seconds each (`pytest --durations=0`), scheduled first:
 # xdist hands tests out in collection order, and alphabetically these come last, where
 # one worker ran them alone for the last minute while the other had nothing left.
-SLOWEST_FIRST = ("test_train.py", "test_workflow.py", "test_step.py", "test_resume.py",
-                 "test_keras_networks.py", "test_heartbeat.py", "test_scorecard.py")
+SLOWEST_FIRST = ("test_paper.py", "test_train.py", "test_workflow.py", "test_step.py",
+                 "test_resume.py", "test_keras_networks.py", "test_heartbeat.py",
+                 "test_integrity.py", "test_scorecard.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -58,7 +58,12 @@ ANYWHERE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(ANYWHERE))
+# claims --plan designs the laptop study's seeds (14 s): with the slow tier.
+SLOW = {"claims --plan"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in sorted(ANYWHERE)])
 def test_subcommand_runs_from_another_folder(name, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # slurm-profile's home

@@ -56,6 +56,7 @@ def test_a_jobs_own_snakemake_finds_its_rule_after_its_runs_finished(tmp_path):
     assert records_of(tmp_path, TEST_CONFIG) == before
 
 
+@pytest.mark.slow
 def test_a_failed_job_keeps_the_records_it_wrote(tmp_path):
     """A job of two packs whose second pack fails (its checkpoint does not restore) keeps
     the first pack's records: Snakemake used to remove a failed job's outputs ('since they
