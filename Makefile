@@ -27,7 +27,7 @@ CONFIG ?= $(if $(ARCHIVE),$(ARCHIVED_CONFIG),config/demo.yaml)
 REPORT_FLAGS = --configfile $(call quote,$(CONFIG)) \
 	$(if $(ARCHIVE),--config archive=$(call quote,$(ARCHIVE)))
 
-.PHONY: prerequisites venv lock data demo laptop report report-unlocked archived-config slurm-profile test test-slow lint clean
+.PHONY: prerequisites venv lock data demo laptop report report-unlocked archived-config slurm-profile bytecode test test-slow lint clean
 
 # Python 3.11 and TeX, checked in a second before anything is built or trained (installed
 # with apt-get where we are root; otherwise the message names the command to run).
@@ -136,12 +136,13 @@ slurm-profile: venv
 TESTS = OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --dist loadgroup --max-worker-restart=0
 # initmem's bytecode, written first for the same reason (each test starts dozens of
 # initmem and Snakemake processes); a source edited later is compiled again, never stale.
-test: venv  # every stage, fast: the slow end-to-end and SLURM cases are test-slow's
+bytecode: venv
 	$(BIN)/python -m compileall -q src
+
+test: bytecode  # every stage, fast: the slow end-to-end and SLURM cases are test-slow's
 	$(TESTS) -m "not slow and not slurm"
 
-test-slow: venv  # CI runs both
-	$(BIN)/python -m compileall -q src
+test-slow: bytecode  # CI runs both
 	$(TESTS) -m "slow or slurm"
 
 lint: venv

@@ -93,7 +93,7 @@ CI_CASES = {"resnet9": tuple(c for c in CASES if compared("resnet9", c)),
 DEFAULT_CI_CASES = ("sgd",)
 # The deepest networks' cases (ResNet-56's SGD case: 12 s, ResNet-110's one update: 10 s,
 # on two busy cores) run in the slow tier, with the rest of CI.
-DEEP = {"resnet56": pytest.mark.slow}
+DEEP = ("resnet56",)
 FULL = os.environ.get("INITMEM_KERAS_FULL") == "1"
 # Worst |ours - Keras| relative to the tensor's largest entry, after 3 updates in float64.
 # Both sides round only in the order of their sums (conv, matmul and BN reductions), to
@@ -166,7 +166,7 @@ def case_marks(arch: str, case: str) -> object:
         return pytest.mark.skip(reason="a sign update on BatchNorm: compared on ResNet-9-LN")
     if not (FULL or case in CI_CASES.get(arch, DEFAULT_CI_CASES)):
         return pytest.mark.skip(reason="full matrix only (INITMEM_KERAS_FULL=1)")
-    return DEEP.get(arch, ())
+    return pytest.mark.slow if arch in DEEP else ()
 
 
 def matrix() -> list:

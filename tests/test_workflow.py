@@ -222,8 +222,9 @@ def test_a_config_edit_that_changes_a_packs_runs_trains_its_new_spec(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert job_counts(done.stdout)["write_pack_specs"] == 1
     commands = [line for line in done.stdout.splitlines() if " -m initmem train " in line]
-    assert sorted(f"results/packs/{grid.spec_name(*item)}" in line for item in packs.items()
-                  for line in commands).count(True) == len(packs)
+    named = [spec for spec in (f"results/packs/{grid.spec_name(*item)}" for item in
+                               packs.items()) for line in commands if spec in line]
+    assert sorted(named) == sorted(set(named)) and len(named) == len(packs)
     assert not any(spec in line for spec in specs for line in commands)
 
 
