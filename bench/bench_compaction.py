@@ -40,7 +40,7 @@ SIGMA_W = (0.1, 0.5, 1.0, 1.8, 2.5)
 
 
 def bench_pack(args: argparse.Namespace) -> Pack:
-    recipe = Recipe(family="depth", arch=args.arch, optimizer="sgd_momentum", momentum=0.9,
+    recipe = Recipe(family="depth", arch=args.arch, optimizer="sgd_momentum",
                     b=args.b, epochs=args.epochs, lr0=args.lr0, width=args.width,
                     dataset="synthetic", train_subset=args.train, eval_subset=args.eval,
                     patience=args.patience)

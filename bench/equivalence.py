@@ -44,8 +44,8 @@ def recipe(quick: bool) -> Recipe:
     return Recipe(family="equivalence", arch="resnet9", optimizer="adamw", b=48,
                   epochs=1 if quick else 3, lr0=0.01, width=0.125 if quick else 0.25,
                   dataset="synthetic", train_subset=256 if quick else 512,
-                  eval_subset=128 if quick else 256, l2=1e-4, weight_decay=1e-4,
-                  augment=True)
+                  eval_subset=128 if quick else 256, l2=1e-4,
+                  hyperparameters={"weight_decay": 1e-4}, augment=True)
 
 
 def train(pack: Pack, splits: data.Splits, device: torch.device, out: Path,

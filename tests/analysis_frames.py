@@ -15,8 +15,8 @@ PUBLISHED = Path(__file__).parents[1] / "paper" / "published"
 NULLABLE = {"int64": "Int64", "bool": "boolean"}
 RUN_DEFAULTS = {
     "family": "main", "arch": "resnet9", "optimizer": "sgd", "b": 128, "epochs": 300,
-    "lr0": 1e-3, "schedule": "cosine", "cosine_alpha": 0.01, "momentum": 0.0,
-    "weight_decay": 0.0, "l2": 0.0, "augment": False, "patience": None, "width": 1.0,
+    "lr0": 1e-3, "schedule": "cosine", "cosine_alpha": 0.01,
+    "hyperparameters": None, "l2": 0.0, "augment": False, "patience": None, "width": 1.0,
     "dataset": "cifar10", "train_subset": None, "eval_subset": None, "best_test_subset": None,
     "sigma_w": 0.1,
     "seed": 0, "status": "completed", "record_source": "trained", "diverged": False,

@@ -7,27 +7,20 @@ from __future__ import annotations
 
 from initmem.plan.spec import Recipe
 
-# Keras' argument for each recipe field an optimizer may take (its `takes`)
-KERAS_FIELDS = {"momentum": "momentum", "weight_decay": "weight_decay",
-                "muon_adam_weight_decay": "adam_weight_decay"}
-
 
 def keras_kwargs(recipe: Recipe) -> dict:
-    """The recipe's hyperparameters and the fields its optimizer takes, by Keras' names
-    (Muon's AdamW path decays at the recipe's reading of the paper's lambda)."""
+    """The recipe's hyperparameters, by Keras' names already; Muon's AdamW path decays at
+    the recipe's reading of the paper's lambda (null there: weight_decay)."""
     kwargs = dict(recipe.optimizer_hyperparameters)
-    for field in recipe.declaration.takes:
-        value = recipe.muon_adam_decay if field == "muon_adam_weight_decay" \
-            else getattr(recipe, field)
-        kwargs[KERAS_FIELDS[field]] = value
+    if "adam_weight_decay" in kwargs and kwargs["adam_weight_decay"] is None:
+        kwargs["adam_weight_decay"] = kwargs["weight_decay"]
     return kwargs
 
 
 def torch_kwargs(recipe: Recipe) -> dict:
-    """The recipe's hyperparameters and the fields its optimizer takes as a PyTorch
-    optimizer's arguments: the reference's own names, but beta_1 and beta_2 as torch's
-    `betas` pair."""
+    """The recipe's hyperparameters as a PyTorch optimizer's arguments: the reference's
+    own names, but beta_1 and beta_2 as torch's `betas` pair."""
     kwargs = dict(recipe.optimizer_hyperparameters)
     if "beta_1" in kwargs:
         kwargs["betas"] = (kwargs.pop("beta_1"), kwargs.pop("beta_2"))
-    return {**kwargs, **{field: getattr(recipe, field) for field in recipe.declaration.takes}}
+    return kwargs

@@ -16,7 +16,7 @@ import pandas as pd
 from initmem.plan.spec import Pack, Recipe, Run
 from initmem.records.files import PROVENANCE_COLUMNS, read_records
 
-RECIPE = Recipe(family="test", arch="resnet9", optimizer="sgd_momentum", momentum=0.9, b=32,
+RECIPE = Recipe(family="test", arch="resnet9", optimizer="sgd_momentum", b=32,
                 epochs=8, lr0=0.05, width=0.125, dataset="synthetic", train_subset=128,
                 eval_subset=64, patience=2)
 PACK = Pack(RECIPE, tuple(Run(RECIPE, s, seed) for s, seed in

@@ -8,21 +8,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fakes import fake_history, write_fake_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from initmem import cli, vocabulary
 from initmem.plan import grid
-from initmem.plan.spec import Recipe, Run, spec_columns
+from initmem.plan.optimizers import OPTIMIZERS, join_hyperparameters, parse_hyperparameters
+from initmem.plan.spec import FORMER_FIELDS, Recipe, Run, spec_columns, spec_table
 from initmem.records import aggregate
 from initmem.records.files import (
     HISTORY_COLUMNS,
     LATER_COLUMNS,
     RECORD_FILES,
+    SCHEMA_VERSION,
     RecordError,
     atomic_write_parquet,
     read_records,
     read_sealed,
     sealed,
     summary_columns,
+    upgraded,
 )
 from initmem.records.verify import verify_folders
 
@@ -164,15 +169,77 @@ SCHEMA_4_COLUMNS = ("host", "slurm_job_id", "resumed_from_epoch")
 
 def as_written_by_schema(version: int, run_dir: Path) -> None:
     """Rewrite a run's records as an initmem of an older record schema wrote them:
-    without the LATER_COLUMNS it lacked, and with its schema_version."""
-    lacked = SCHEMA_4_COLUMNS if version == 3 else LATER_COLUMNS
+    without the LATER_COLUMNS it lacked, its momentum and decays as the recipe fields they
+    were (FORMER_FIELDS; muon_adam_weight_decay from schema 4), with its schema_version."""
+    lacked = {3: SCHEMA_4_COLUMNS, 4: ()}.get(version, LATER_COLUMNS)
     for name in RECORD_FILES:
         table = pq.read_table(run_dir / name).replace_schema_metadata(None)
         table = table.drop_columns([c for c in lacked if c in table.column_names])
+        if "hyperparameters" in table.column_names:
+            table = with_former_fields(table, version)
         if "schema_version" in table.column_names:
             at = table.column_names.index("schema_version")
             table = table.set_column(at, "schema_version", pa.array([version]))
         pq.write_table(sealed(table), run_dir / name)
+
+
+def with_former_fields(summary: pa.Table, version: int) -> pa.Table:
+    """A summary's momentum and decays moved out of its hyperparameters into the columns
+    of the recipe fields they were before schema 5."""
+    settings = parse_hyperparameters(summary["hyperparameters"][0].as_py())
+    former = {name: settings.pop(key, unset) for name, (unset, key) in FORMER_FIELDS.items()
+              if version == 4 or name != "muon_adam_weight_decay"}
+    summary = summary.drop_columns(["hyperparameters"])
+    for name, value in {**former, "hyperparameters": join_hyperparameters(settings)}.items():
+        summary = summary.append_column(name, pa.array([value], pa.float64()
+                                                       if name in former else pa.string()))
+    return summary
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_records_of_each_older_schema_read_as_the_runs_they_recorded(tmp_path, version):
+    """A momentum SGD run with decay, an AdamW run and Muon at Keras' AdamW-path decay,
+    written by the initmem of each schema, read back with the same spec."""
+    base = dict(family="main", arch="resnet9", b=32, epochs=3, width=0.125,
+                dataset="synthetic", train_subset=64)
+    recipes = [Recipe(optimizer="sgd_momentum", hyperparameters={"weight_decay": 1e-3}, **base),
+               Recipe(optimizer="adamw", hyperparameters={"weight_decay": 1e-4}, **base)]
+    if version == 4:
+        recipes.append(Recipe(optimizer="muon", **base, hyperparameters={
+            "weight_decay": 1e-4, "adam_weight_decay": 0.004}))
+    runs = [Run(recipe, 0.5, 0) for recipe in recipes]
+    for run in runs:
+        write_fake_run(tmp_path, run)
+        as_written_by_schema(version, tmp_path / run.run_dir)
+        written = pq.read_table(tmp_path / run.run_dir / "summary.parquet")
+        assert "weight_decay" in written.schema.names
+    summaries, _ = aggregate.read_folder_records(tmp_path, runs)
+    typed = aggregate.typed_summaries(summaries)
+    assert typed["hyperparameters"].tolist() == [r.hyperparameters for r in recipes]
+    assert not aggregate.spec_mismatches(spec_table(runs), typed)
+
+
+ANY_VALUE = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats()
+             | st.text(max_size=8)
+             | st.sampled_from([0.0, 0.9, 1e-4, 0.004]))
+
+
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(row=st.fixed_dictionaries({
+    "run_id": st.text(max_size=8), "optimizer": st.sampled_from(OPTIMIZERS) | ANY_VALUE,
+    "hyperparameters": st.none() | st.text(max_size=12)
+    | st.sampled_from(["beta_2=0.99", "momentum=0.5", "ns_steps=6.0"]),
+    "momentum": ANY_VALUE, "weight_decay": ANY_VALUE, "muon_adam_weight_decay": ANY_VALUE}))
+def test_any_former_fields_of_a_record_move_in_or_are_refused_in_one_line(row):
+    """Whatever an old summary (a stranger's, sealed again) holds in its former columns,
+    the upgrade reads it into hyperparameters text or refuses it with a RecordError."""
+    try:
+        table = upgraded(pa.Table.from_pylist([row]), summary_columns())
+    except RecordError as err:
+        assert "\n" not in str(err) and "make no valid hyperparameters" in str(err)
+        return
+    assert not set(FORMER_FIELDS) & set(table.column_names)
+    assert table["hyperparameters"].type == pa.string()
 
 
 def test_records_of_schema_2_read_aggregate_and_verify_with_nan_later_columns(tmp_path, runs):
@@ -213,7 +280,8 @@ def test_records_of_schema_3_read_aggregate_and_verify_with_null_provenance(tmp_
 def test_records_of_an_unknown_schema_are_refused(tmp_path, runs):
     write_fake_run(tmp_path, runs[0])
     as_written_by_schema(1, tmp_path / runs[0].run_dir)
-    with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to 4"):
+    with pytest.raises(RecordError, match="schema_version 1; this initmem reads 2 to "
+                                          f"{SCHEMA_VERSION}$"):
         read_records(tmp_path / runs[0].run_dir)
 
 

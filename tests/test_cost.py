@@ -345,7 +345,7 @@ def test_stopping_estimates_from_table5_plus_patience():
                                     ROOT / "paper" / "published")
     # Table 5, b = 16, ResNet-56: SGD's best epoch at sigma_w 0.1 is 13.3, Adam's 10.0.
     assert stopping.epochs(table5_run()) == pytest.approx(13.3 + 30)
-    assert stopping.epochs(table5_run("sgd_momentum", momentum=0.9)) == pytest.approx(43.3)
+    assert stopping.epochs(table5_run("sgd_momentum")) == pytest.approx(43.3)
     assert stopping.epochs(table5_run("adamw")) == pytest.approx(10.0 + 30)  # adaptive
     assert stopping.epochs(table5_run("muon")) == pytest.approx(10.0 + 30)
     assert stopping.epochs(table5_run(patience=None)) == 300  # does not stop early

@@ -46,7 +46,7 @@ def test_lion_steps_by_hand():
     """Two updates on a tiny pack, by the formula: w -= eta sign(b1 m + (1 - b1) g);
     m = b2 m + (1 - b2) g, after the decoupled decay w -= eta lambda w."""
     recipe = Recipe(family="t", arch="resnet9", optimizer="lion", b=1, epochs=1, lr0=0.1,
-                    weight_decay=0.5, width=0.03)
+                    hyperparameters={"weight_decay": 0.5}, width=0.03)
     model = build_model(recipe, 2)  # allocated, not initialised: garbage can hold NaNs
     model.init_([1.0, 1.0], [torch.Generator().manual_seed(s) for s in (0, 1)])
     opt = build_optimizer(recipe, model)

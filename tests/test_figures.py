@@ -27,7 +27,7 @@ CONFIG = yaml.safe_dump(grid.experiment_config(grid.load_config(PAPER_CONFIG)))
 
 def expected_runs() -> list[Run]:
     """A reduced copy of the paper's families: every family each figure reads."""
-    recipes = [Recipe("main", "resnet9", o, b, 300, momentum=0.9 * (o == "sgd_momentum"))
+    recipes = [Recipe("main", "resnet9", o, b, 300)
                for o in MAIN_OPTIMIZERS for b in (16, 32, 128)]
     recipes += [Recipe("long_sgd", "resnet9", "sgd", b, 5000, schedule="constant")
                 for b in (16, 128)]

@@ -26,9 +26,9 @@ def paper():
 def small(**families) -> dict:
     """A minimal valid config; families replace the default one."""
     return {
-        "optimizers": {"sgd": {"label": "SGD", "momentum": 0.0},
-                       "sgd_momentum": {"label": "SGD-m", "momentum": 0.9},
-                       "adamw": {"label": "AdamW", "weight_decay": 1e-4}},
+        "optimizers": {"sgd": {"label": "SGD"},
+                       "sgd_momentum": {"label": "SGD-m", "hyperparameters": {"momentum": 0.9}},
+                       "adamw": {"label": "AdamW", "hyperparameters": {"weight_decay": 1e-4}}},
         "seed_sets": {"one": [0], "two": [0, 1]},
         "sigma_sets": {"two": [0.5, 1.0], "range": {"start": 0.1, "stop": 0.3, "step": 0.1}},
         "common": {"lr0": 1e-3, "epochs": 2},
@@ -65,23 +65,28 @@ def test_main_grid_sigma_w_are_the_25_exact_decimals(paper):
 
 def test_table_1_defaults_merge_under_explicit_fields(paper):
     recipes = {(r.recipe.family, r.recipe.optimizer): r.recipe for r in grid.expand_runs(paper)}
-    assert recipes["main", "sgd_momentum"].momentum == 0.9
+    assert recipes["main", "sgd_momentum"].optimizer_hyperparameters["momentum"] == 0.9
     assert recipes["main", "adamw"].weight_decay == 1e-4
     assert recipes["main", "adam"].weight_decay == 0.0
     best_sgd = recipes["best_recipe", "sgd_momentum"]
-    assert (best_sgd.lr0, best_sgd.l2, best_sgd.momentum, best_sgd.epochs) == (0.1, 5e-4, 0.9, 200)
+    assert (best_sgd.lr0, best_sgd.l2, best_sgd.optimizer_hyperparameters["momentum"],
+            best_sgd.epochs) == (0.1, 5e-4, 0.9, 200)
 
 
 def test_precedence_common_optimizer_recipe_variant_grid():
     config = small(f={"recipe": {"arch": "resnet9", "b": 16, "optimizer": "sgd_momentum",
                                  "lr0": 0.5},
-                      "variants": [{"momentum": 0.5}, {"lr0": 0.25}],
+                      "variants": [{"hyperparameters": {"momentum": 0.5}}, {"lr0": 0.25}],
                       "grid": {"epochs": [3]}, "sigma_w": "two", "seeds": "one"})
-    config["common"]["momentum"] = 0.1  # below Table 1's 0.9
+    config["families"]["f"]["recipe"]["hyperparameters"] = {"weight_decay": 0.01}
+    config["common"]["hyperparameters"] = {"momentum": 0.1}  # below Table 1's 0.9
     recipes = [r.recipe for r in grid.expand_runs(grid.validate_config(config))]
-    first, second = recipes[0], recipes[-1]
-    assert (first.momentum, first.lr0, first.epochs) == (0.5, 0.5, 3)  # variant over table
-    assert (second.momentum, second.lr0) == (0.9, 0.25)  # table over common, variant over recipe
+    first, second = (r.optimizer_hyperparameters | {"lr0": r.lr0, "epochs": r.epochs}
+                     for r in (recipes[0], recipes[-1]))
+    # variant over table; a hyperparameter at a time, so the recipe's decay stays
+    assert first == {"momentum": 0.5, "weight_decay": 0.01, "lr0": 0.5, "epochs": 3}
+    # table over common, variant over recipe
+    assert second == {"momentum": 0.9, "weight_decay": 0.01, "lr0": 0.25, "epochs": 3}
 
 
 def test_runs_are_ordered_seed_major_and_packs_cut_whole_sweeps(paper):
@@ -207,9 +212,16 @@ ERRORS = [  # (edit of a valid config, fragments the message must contain)
      ["duplicates main/", "families main and copy", "exclude it from one of them"]),
     (lambda c: c["common"].pop("epochs"),
      ["families.main at {'optimizer': 'sgd'}: no value for", "'epochs'"]),
+    (lambda c: fam(c)["recipe"].update(hyperparameters={"momentum": 0.5}),
+     ["families.main at {'optimizer': 'sgd'}", "hyperparameters.momentum=0.5 is not allowed "
+      "for optimizer sgd; its hyperparameters: weight_decay"]),
+    # a config of before record schema 5: the optimizer's settings as recipe fields
     (lambda c: fam(c)["recipe"].update(momentum=0.5),
-     ["families.main at {'optimizer': 'sgd'}", "momentum=0.5 is not allowed",
-      "0 for optimizer sgd"]),
+     ["families.main.recipe.momentum=0.5 is not allowed; momentum is an optimizer "
+      "hyperparameter now: write hyperparameters: {momentum: 0.5}"]),
+    (lambda c: c["optimizers"]["sgd"].update(muon_adam_weight_decay=0.004),
+     ["optimizers.sgd.muon_adam_weight_decay=0.004 is not allowed",
+      "write hyperparameters: {adam_weight_decay: 0.004}"]),
 ]
 
 
@@ -248,3 +260,29 @@ def test_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
     assert cli.main(["grid", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "families.main.seeds='nope' is not allowed" in err and "Traceback" not in err
+
+
+def test_an_archives_config_of_before_schema_5_reads_in_todays_spelling():
+    """An archive's config wrote the optimizer's momentum and decays as recipe fields:
+    read from the archive, they are the hyperparameters they are now (muon_adam_weight_decay
+    as Keras' adam_weight_decay), their unset values dropped, and the runs are the same."""
+    today = small(main={"recipe": {"arch": "resnet9", "b": 16},
+                        "variants": [{"optimizer": "sgd"}, {"optimizer": "sgd_momentum"},
+                                     {"optimizer": "muon", "hyperparameters": {
+                                         "weight_decay": 1e-3, "adam_weight_decay": 0.004}}],
+                        "sigma_w": "two", "seeds": "one"})
+    old = copy.deepcopy(today)
+    old["optimizers"] = {"sgd": {"label": "SGD", "momentum": 0.0, "weight_decay": 0.0},
+                         "sgd_momentum": {"label": "SGD-m", "momentum": 0.9,
+                                          "weight_decay": 0.0},
+                         "adamw": {"label": "AdamW", "weight_decay": 1e-4},
+                         "muon": {"label": "Muon", "muon_adam_weight_decay": None}}
+    today["optimizers"]["muon"] = {"label": "Muon"}
+    old["families"]["main"]["variants"][2] = {"optimizer": "muon", "weight_decay": 1e-3,
+                                              "muon_adam_weight_decay": 0.004}
+    assert grid.archived(old) == grid.archived(today)
+    assert grid.validate_config(grid.archived(old)) == grid.validate_config(grid.archived(today))
+    runs = [r.run_id for r in grid.expand_runs(grid.validate_config(grid.archived(old)))]
+    assert runs[-1].startswith("main:resnet9-w1-muon-lr0.001-cosine-e2-wd0.001-awd0.004:b16")
+    with pytest.raises(grid.ConfigError, match="write hyperparameters: {momentum: 0.9}"):
+        grid.validate_config(old)  # a config typed in the old spelling: told how to write it

@@ -45,7 +45,8 @@ def test_pack_dump_and_load_round_trip_small_and_large_floats(tmp_path):
     for exponent in range(-12, 4):
         for mantissa in (1.0, 1.2345678901234567, 9.87654321):
             x = mantissa * 10.0**exponent
-            recipe = Recipe(**{**BASE, "lr0": x, "l2": x, "weight_decay": x, "width": x})
+            recipe = Recipe(**{**BASE, "lr0": x, "l2": x, "width": x,
+                               "hyperparameters": {"weight_decay": x}})
             pack = Pack(recipe, (Run(recipe, x, 0),))
             pack.dump(tmp_path / "s.json")
             assert Pack.load(tmp_path / "s.json") == pack, x
@@ -60,9 +61,10 @@ def test_random_specs_round_trip_exactly(tmp_path):
     for _ in range(200):
         recipe = Recipe(**{**BASE, "optimizer": "sgd_momentum", "lr0": number(-12, 3),
                            "width": number(-3, 0),
-                           "cosine_alpha": rng.random(), "momentum": 0.001 + rng.random() * 0.998,
-                           "l2": rng.choice([0.0, number(-12, 3)]),
-                           "weight_decay": rng.choice([0.0, number(-12, 3)])})
+                           "cosine_alpha": rng.random(), "l2": rng.choice([0.0, number(-12, 3)]),
+                           "hyperparameters": {
+                               "momentum": 0.001 + rng.random() * 0.998,
+                               "weight_decay": rng.choice([0.0, number(-12, 3)])}})
         sigmas = sorted({round(number(-2, 1), rng.choice([2, 6, 17])) for _ in range(3)})
         runs = {f"{s:.2f}": Run(recipe, s, rng.randrange(2**31)) for s in sigmas}
         pack = Pack(recipe, tuple(runs.values()))
@@ -128,7 +130,14 @@ SPEC_CASES = {
     "b bool": (text_of(spec(b=True)), "b"),
     "epochs huge": (text_of(spec(epochs=10**12)), "epochs"),
     "cosine_alpha string": (text_of(spec(cosine_alpha="x")), "cosine_alpha"),
-    "momentum string": (text_of(spec(momentum="x")), "momentum"),
+    "momentum string": (text_of(spec(hyperparameters={"momentum": "x"})), "momentum"),
+    "momentum a former field": (text_of(spec(momentum=0.5)), "momentum"),
+    "hyperparameters text of no numbers": (text_of(spec(hyperparameters="momentum=x")),
+                                           "hyperparameters"),
+    "hyperparameters text of no pairs": (text_of(spec(hyperparameters="momentum")),
+                                         "hyperparameters"),
+    "momentum out of range as text": (text_of(spec(hyperparameters="momentum=1.0")),
+                                      "momentum"),
     "b above the training set": (text_of(spec(b=32)), "b"),
     "train_subset above synthetic": (text_of(spec(train_subset=5000)), "train_subset"),
     "eval_subset above synthetic": (text_of(spec(eval_subset=4000)), "eval_subset"),

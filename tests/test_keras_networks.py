@@ -50,22 +50,21 @@ SIGMA_WS = (0.1, 2.5)
 B, STEPS = 8, 3
 WIDTHS = {a.name: 0.125 if a.body == RESNET9 else 0.25 for a in ARCHITECTURES.values()}
 # name -> recipe fields: a case per optimizer whose declaration names a Keras class (the
-# registry's, so a new one is compared here with no edit), at a rate by its kind and with
-# the fields it requires; lr0 large enough that 3 updates move every kernel far beyond the
+# registry's, so a new one is compared here with no edit), at a rate by its kind and its
+# declared defaults; lr0 large enough that 3 updates move every kernel far beyond the
 # tolerances. Then the paper's cases where they set more (decay and L2 large enough that a
 # missing or misplaced term shows), and Muon in both readings of the paper's lambda: on
 # both of Keras' paths (the default), or only on the Muon path with Keras' default
 # adam_weight_decay on the AdamW path.
 KERAS_NAMED = [n for n in OPTIMIZERS if declarations()[n].keras]
-CASES = {name: dict(optimizer=name, lr0=1e-3 if declarations()[name].adaptive else 0.1,
-                    **{f: 0.9 for f in declarations()[name].requires})  # momentum
+CASES = {name: dict(optimizer=name, lr0=1e-3 if declarations()[name].adaptive else 0.1)
          for name in KERAS_NAMED} | {
-    "sgd_momentum": dict(optimizer="sgd_momentum", lr0=0.05, momentum=0.9),
+    "sgd_momentum": dict(optimizer="sgd_momentum", lr0=0.05),
     "sgd_l2": dict(optimizer="sgd", lr0=0.1, l2=5e-3),
-    "adamw": dict(optimizer="adamw", lr0=1e-3, weight_decay=0.1),
-    "muon": dict(optimizer="muon", lr0=1e-3, weight_decay=1e-4),
-    "muon_keras_decay": dict(optimizer="muon", lr0=1e-3, weight_decay=1e-4,
-                             muon_adam_weight_decay=0.004),
+    "adamw": dict(optimizer="adamw", lr0=1e-3, hyperparameters={"weight_decay": 0.1}),
+    "muon": dict(optimizer="muon", lr0=1e-3, hyperparameters={"weight_decay": 1e-4}),
+    "muon_keras_decay": dict(optimizer="muon", lr0=1e-3, hyperparameters={
+        "weight_decay": 1e-4, "adam_weight_decay": 0.004}),
 }
 # Too deep for three updates of every case: one SGD update in CI, nothing in the matrix.
 ONE_UPDATE = ("resnet110",)

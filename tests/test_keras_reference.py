@@ -49,8 +49,8 @@ WEIGHT_TOL, OUTPUT_TOL = dict(rtol=1e-6, atol=5e-7), dict(rtol=1e-5, atol=2e-6)
 
 def recipe_for(optimizer: str, lr0: float, weight_decay: float, l2: float) -> Recipe:
     return Recipe(family="test", arch="resnet9", optimizer=optimizer, b=BATCH, epochs=2,
-                  lr0=lr0, weight_decay=weight_decay, l2=l2, dataset="synthetic",
-                  train_subset=4 * BATCH, momentum=0.9 if optimizer == "sgd_momentum" else 0.0)
+                  lr0=lr0, hyperparameters={"weight_decay": weight_decay}, l2=l2,
+                  dataset="synthetic", train_subset=4 * BATCH)
 
 
 def keras_net(l2: float):
@@ -190,8 +190,8 @@ def test_muon_update_path_agrees_with_keras(batches):
     path (momentum, Nesterov, Newton-Schulz, RMS scaling, decay) must do the same."""
     case = ("muon", 0.01, 0.05, 0.0)
     initial, expected, ours, losses, outputs = train_both(
-        case, batches, "muon_dense", lambda net: Muon(net.named_parameters(), 0.05,
-                                                      exclude_layers=()))
+        case, batches, "muon_dense", lambda net: Muon(net.named_parameters(), exclude_layers=(),
+                                                      hyperparameters={"weight_decay": 0.05}))
     assert_agree(initial, expected, ours, adam_noise_keys(expected))
     np.testing.assert_allclose(*outputs[True][::-1], **OUTPUT_TOL)
 

@@ -1,9 +1,11 @@
-"""Muon's AdamW-path decay as a recipe field (both readings of the paper's lambda are
-checked against keras.optimizers.Muon in tests/test_keras_networks.py): unset it changes
-no recipe id, pack spec or record, and records from before it read with its default."""
+"""Muon's AdamW-path decay, its hyperparameter adam_weight_decay (both readings of the
+paper's lambda are checked against keras.optimizers.Muon in tests/test_keras_networks.py):
+unset it changes no recipe id or pack spec; records from before it read with its default,
+and records from when it was the recipe field muon_adam_weight_decay read as it."""
 
-import math
+import re
 
+import pandas as pd
 import pytest
 import torch
 from fakes import write_fake_run
@@ -15,18 +17,20 @@ from initmem.records.files import atomic_write_parquet, read_records, read_seale
 from initmem.training.models import build_model
 from initmem.training.optimizers import build_optimizer
 
-FIELDS = dict(family="main", arch="resnet9", b=16, epochs=300, weight_decay=1e-4)
+FIELDS = dict(family="main", arch="resnet9", b=16, epochs=300)
 
 
-def muon(**kw) -> Recipe:
-    return Recipe(optimizer="muon", **{**FIELDS, **kw})
+def muon(adam_weight_decay: float | None = None, **kw) -> Recipe:
+    return Recipe(optimizer="muon", **{**FIELDS, **kw}, hyperparameters={
+        "weight_decay": 1e-4, "adam_weight_decay": adam_weight_decay})
 
 
 def test_unset_it_leaves_ids_and_specs_as_they_were():
     recipe = muon()
     assert recipe.recipe_id == "resnet9-w1-muon-lr0.001-cosine-e300-wd0.0001"
-    assert "muon_adam_weight_decay" not in Pack(recipe, (Run(recipe, 1.0, 0),)).to_dict()["recipe"]
-    keras_default = muon(muon_adam_weight_decay=0.004)
+    assert Pack(recipe, (Run(recipe, 1.0, 0),)).to_dict()["recipe"]["hyperparameters"] \
+        == "weight_decay=0.0001"
+    keras_default = muon(0.004)
     assert keras_default.recipe_id == recipe.recipe_id + "-awd0.004"
     spec = Pack(keras_default, (Run(keras_default, 1.0, 0),)).to_dict()
     assert Pack.from_dict(spec).recipe == keras_default  # the spec round-trips with it set
@@ -34,25 +38,32 @@ def test_unset_it_leaves_ids_and_specs_as_they_were():
 
 def test_the_clock_t_l2_counts_the_decay_that_acts():
     assert muon().shrinkage == 1e-4
-    assert muon(muon_adam_weight_decay=0.004).shrinkage == 0.004
-    assert Recipe(optimizer="sgd", **{**FIELDS, "weight_decay": 0.0, "l2": 5e-3}).shrinkage == 5e-3
+    assert muon(0.004).shrinkage == 0.004
+    assert Recipe(optimizer="sgd", **FIELDS, l2=5e-3).shrinkage == 5e-3
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    (dict(optimizer="adam", muon_adam_weight_decay=0.004),
-     "muon_adam_weight_decay=0.004 is not allowed; muon_adam_weight_decay must be null for "
-     "optimizer adam (only muon, muon_orthogonal take muon_adam_weight_decay)"),
-    (dict(optimizer="muon", muon_adam_weight_decay=-1.0),
-     "muon_adam_weight_decay=-1.0 is not allowed; muon_adam_weight_decay must be >= 0"),
+    (dict(optimizer="adam", hyperparameters={"adam_weight_decay": 0.004}),
+     "hyperparameters.adam_weight_decay=0.004 is not allowed for optimizer adam; its "
+     "hyperparameters: beta_1, beta_2, epsilon, weight_decay"),
+    (dict(optimizer="muon", hyperparameters={"adam_weight_decay": -1.0}),
+     "hyperparameters.adam_weight_decay=-1.0 is not allowed; "
+     "hyperparameters.adam_weight_decay must be >= 0"),
+    (dict(optimizer="muon", hyperparameters="adam_weight_decay=-1.0"),  # a spec's text too
+     "hyperparameters.adam_weight_decay=-1.0 is not allowed; "
+     "hyperparameters.adam_weight_decay must be >= 0"),
+    (dict(optimizer="muon", hyperparameters={"weight_decay": None}),  # null: Muon's own only
+     "hyperparameters.weight_decay=None is not allowed; hyperparameters.weight_decay must be "
+     "of type number"),
 ])
 def test_bad_values_are_named(fields, message):
-    with pytest.raises(InputError, match=f"^{message}$".replace("(", r"\(").replace(")", r"\)")):
-        Recipe(**{**FIELDS, **fields})
+    with pytest.raises(InputError, match=f"^{re.escape(message)}$"):
+        Recipe(**FIELDS, **fields)
 
 
 @pytest.mark.parametrize(("value", "adam_path_decay"), [(None, 1e-4), (0.004, 0.004)])
 def test_muon_decays_its_adamw_path_at_the_chosen_reading(value, adam_path_decay):
-    recipe = muon(width=0.0625, muon_adam_weight_decay=value)
+    recipe = muon(value, width=0.0625)
     model = build_model(recipe, 1)
     optimizer = build_optimizer(recipe, model)
     assert optimizer.adam_names == list(optimizer.params)  # the paper's Muon: all AdamW
@@ -66,15 +77,31 @@ def test_muon_decays_its_adamw_path_at_the_chosen_reading(value, adam_path_decay
                                                                rel=1e-6)
 
 
-def test_records_from_before_the_field_read_with_its_default(tmp_path):
-    recipe = muon(width=0.125, dataset="synthetic", train_subset=64, epochs=1)
+TINY = dict(width=0.125, dataset="synthetic", train_subset=64, epochs=1)
+
+
+@pytest.mark.parametrize(("recipe", "former"), [
+    (muon(**TINY), {"weight_decay": 1e-4}),  # schema 2 and 3: no muon_adam_weight_decay
+    (muon(**TINY), {"momentum": 0.0, "weight_decay": 1e-4, "muon_adam_weight_decay": None}),
+    (muon(0.004, **TINY), {"momentum": 0.0, "weight_decay": 1e-4,
+                           "muon_adam_weight_decay": 0.004}),
+    (Recipe(optimizer="sgd_momentum", **{**FIELDS, **TINY}),
+     {"momentum": 0.9, "weight_decay": 0.0, "muon_adam_weight_decay": None}),
+])
+def test_records_of_schema_4_and_before_read_with_the_former_fields_moved_in(
+        tmp_path, recipe, former):
+    """A summary as initmem wrote it when momentum and the decays were recipe fields (its
+    hyperparameters null) reads as the run it recorded: the same hyperparameters, spelled
+    as the planned run's, so aggregation finds no mismatch."""
     run = Run(recipe, 1.0, 0)
     write_fake_run(tmp_path, run)
     path = tmp_path / run.run_dir / "summary.parquet"
-    old = read_sealed(path, 1, "one run").to_pandas().drop(columns=["muon_adam_weight_decay"])
-    atomic_write_parquet(old, path)  # a summary as initmem wrote it before the field
+    old = read_sealed(path, 1, "one run").to_pandas().assign(
+        hyperparameters=None, schema_version=4, **former)
+    atomic_write_parquet(old, path)
     summary = read_records(tmp_path / run.run_dir)[1]
-    assert math.isnan(summary["muon_adam_weight_decay"].iloc[0])
+    stored = summary["hyperparameters"].iloc[0]
+    assert (pd.isna(stored) and recipe.hyperparameters is None) or stored == recipe.hyperparameters
+    assert not set(former) & set(summary.columns)
     typed = aggregate.typed_summaries(read_sealed(path, 1, "one run"))
-    assert math.isnan(typed["muon_adam_weight_decay"].iloc[0])
     assert not aggregate.spec_mismatches(spec_table([run]), typed)

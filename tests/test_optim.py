@@ -28,11 +28,11 @@ def recipe(optimizer: str, **kw) -> Recipe:
 # registry (tests/test_optimizer_registry.py)
 RECIPES = {
     "sgd": recipe("sgd"),
-    "sgd_momentum": recipe("sgd_momentum", momentum=0.9),
+    "sgd_momentum": recipe("sgd_momentum"),
     "adam": recipe("adam"),
-    "adamw": recipe("adamw", weight_decay=0.1),
-    "muon": recipe("muon", weight_decay=0.1),
-    "muon_orthogonal": recipe("muon_orthogonal", weight_decay=0.1),
+    "adamw": recipe("adamw", hyperparameters={"weight_decay": 0.1}),
+    "muon": recipe("muon", hyperparameters={"weight_decay": 0.1}),
+    "muon_orthogonal": recipe("muon_orthogonal", hyperparameters={"weight_decay": 0.1}),
 }
 
 
@@ -213,7 +213,7 @@ def test_missing_grad_is_skipped_but_counter_advances():
 # ---- Muon routing ----
 
 def test_paper_muon_is_adamw_step_for_step_on_resnet9():
-    r = recipe("muon", weight_decay=1e-3)
+    r = recipe("muon", hyperparameters={"weight_decay": 1e-3})
     models = [build_model(r, 2) for _ in range(2)]
     gen = torch.Generator().manual_seed(3)
     with torch.no_grad():
@@ -222,7 +222,7 @@ def test_paper_muon_is_adamw_step_for_step_on_resnet9():
             for p in ps:
                 p.copy_(init)
     muon = build_optimizer(r, models[0])
-    adamw = build_optimizer(recipe("adamw", weight_decay=1e-3), models[1])
+    adamw = build_optimizer(recipe("adamw", hyperparameters={"weight_decay": 1e-3}), models[1])
     assert isinstance(muon, Muon) and muon.muon_names == []
     assert set(muon.adam_names) == {n for n, _ in models[0].named_parameters()}
     grads = grad_sequence(models[0], 3)
@@ -238,9 +238,9 @@ def test_muon_routing_rule():
     """Per-run ndim 2 and not excluded -> Muon; conv kernels only when flattened."""
     toy = Toy()
     named = list(toy.named_parameters())
-    assert Muon(named, 0.0, exclude_layers=()).muon_names == ["dense.kernel"]
-    assert Muon(named, 0.0).muon_names == []
-    assert Muon(named, 0.0, flatten_conv=True).muon_names == ["conv.kernel"]
+    assert Muon(named, exclude_layers=()).muon_names == ["dense.kernel"]
+    assert Muon(named).muon_names == []
+    assert Muon(named, flatten_conv=True).muon_names == ["conv.kernel"]
 
 
 @pytest.mark.parametrize("flatten_conv", [False, True])
@@ -250,7 +250,7 @@ def test_muon_path_matches_formula(flatten_conv):
     name = "conv.kernel" if flatten_conv else "dense.kernel"  # dense (5, 4) is tall
     exclude = ("dense",) if flatten_conv else ()
     w0 = numpy_params(model)
-    opt = Muon(model.named_parameters(), 0.1, exclude, flatten_conv)
+    opt = Muon(model.named_parameters(), exclude, flatten_conv, {"weight_decay": 0.1})
     assert opt.muon_names == [name]
     train(model, opt, grads)
     expected = ref_muon_path(w0[name], [g[name].double().numpy() for g in grads], LRS, 0.1)

@@ -140,7 +140,7 @@ def test_table1_page_is_the_configs_optimizers_in_plain_text(tmp_path):
     text = out.read_text()
     assert "<td>SGD</td>" in text and "<td>Adam</td>" in text
     assert "$" not in text and "\\" not in text
-    assert "<td>beta_1=0.9, beta_2=0.999, epsilon=1e-07</td>" in text  # its declaration's
+    assert "<td>beta_1=0.9, beta_2=0.999, epsilon=1e-07, weight_decay=0</td>" in text  # declared
 
 
 def test_a_table_page_without_its_input_is_one_line(tmp_path, capsys):

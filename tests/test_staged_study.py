@@ -27,7 +27,7 @@ STUDY = {
     "staged": True,
     "execution": {"pack_size": 2, "device": "cpu", "gpus_per_job": 0, "cpus_per_job": 1,
                   "mem_mb": 1000, "min_runtime_min": 15},
-    "optimizers": {"sgd": {"label": "SGD", "momentum": 0.0, "weight_decay": 0.0}},
+    "optimizers": {"sgd": {"label": "SGD"}},
     "seed_sets": {"one": [0], "ten": list(range(10))},
     "sigma_sets": {"two": [0.1, 2.5]},
     "common": {"lr0": 0.02, "cosine_alpha": 0.01, "width": 0.125, "dataset": "synthetic",

@@ -26,7 +26,8 @@ from initmem.training.trainer import PackTrainer
 # augmentation, so a step's inputs are its slots and their flips and crops.
 RECIPE = Recipe(family="test", arch="resnet9", optimizer="adamw", b=48, epochs=2,
                 lr0=0.01, width=0.125, dataset="synthetic", train_subset=256,
-                eval_subset=128, l2=1e-4, weight_decay=1e-4, augment=True)
+                eval_subset=128, l2=1e-4, hyperparameters={"weight_decay": 1e-4},
+                augment=True)
 PACK = Pack(RECIPE, tuple(Run(RECIPE, s, seed) for s, seed in ((0.5, 0), (2.0, 1))))
 FULL_PER_EPOCH = 5
 

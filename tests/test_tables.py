@@ -170,18 +170,21 @@ def test_every_table_renders_from_a_small_synthetic_config():
 
 def test_table1_comes_from_the_config():
     config = yaml.safe_load(CONFIG.read_text())
-    config["optimizers"]["adamw"]["weight_decay"] = 5e-4
+    config["optimizers"]["adamw"]["hyperparameters"] = {"weight_decay": 5e-4}
     tex = render(1, runs_table([]), config)
     rows = body_rows(tex)
     assert len(rows) == len(config["optimizers"])
-    assert r"AdamW & $10^{-3}$ & $\beta_{1}{=}0.9$ & $5{\times}10^{-4}$" in tex
+    # the momentum column as the paper's: SGD's 0, the Adam family's beta_1, Muon's none
+    assert "SGD & $10^{-3}$ & $0$ & $0$ & --- " in tex
+    assert r"AdamW & $10^{-3}$ & $\beta_{1}{=}0.9$ & $5{\times}10^{-4}$ & " \
+           r"Decoupled weight decay (default) \\" in tex  # the decay not again in the notes
     assert "Muon & $10^{-3}$ & --- & $10^{-4}$" in tex
-    assert r"\texttt{muon\_adam\_weight\_decay}" in tex  # the caption names both readings
+    assert r"\texttt{adam\_weight\_decay}" in tex  # the caption names both readings
 
 
 def test_table1_shows_the_keras_default_reading_of_muon_decay_where_set():
     config = yaml.safe_load(CONFIG.read_text())
-    config["optimizers"]["muon"]["muon_adam_weight_decay"] = 0.004
+    config["optimizers"]["muon"]["hyperparameters"]["adam_weight_decay"] = 0.004
     tex = render(1, runs_table([]), config)
     muon = next(row for row in body_rows(tex) if row[0] == "Muon")
     assert muon[3].startswith("$10^{-4}$ (AdamW path $") and "AdamW path $10^{-4}$" not in tex

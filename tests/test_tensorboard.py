@@ -85,9 +85,9 @@ def test_a_folder_without_records_is_one_line(tmp_path, capsys):
 
 
 def test_hparams_skip_nulls_and_fields_older_records_lack():
-    """The laptop study's archive predates muon_adam_weight_decay; nulls are no HParam."""
+    """The laptop study's archive predates best_test_subset; nulls are no HParam."""
     spec = stopping.DIVERGING.runs[0].as_row()
-    del spec["muon_adam_weight_decay"]
+    del spec["best_test_subset"]
     got = tensorboard.hparams({**spec, "patience": pd.NA, "train_subset": float("nan")})
-    assert "muon_adam_weight_decay" not in got and "patience" not in got
+    assert "best_test_subset" not in got and "patience" not in got
     assert "train_subset" not in got and got["sigma_w"] == 1.0 and got["b"] == 32

@@ -25,7 +25,7 @@ PACK_RTOL, PACK_ATOL = 1e-9, 1e-10
 
 
 def tiny_recipe(**overrides) -> Recipe:
-    fields = dict(family="test", arch="resnet9", optimizer="sgd_momentum", momentum=0.9,
+    fields = dict(family="test", arch="resnet9", optimizer="sgd_momentum",
                   b=32, epochs=2, lr0=0.02, width=0.125, dataset="synthetic",
                   train_subset=256, eval_subset=128)
     return Recipe(**{**fields, **overrides})
@@ -72,7 +72,7 @@ def test_an_optimizer_evaluated_elsewhere_is_recorded_there(splits, tmp_path):
     """Schedule-Free AdamW trains y and is evaluated at x: the last epoch's validation and
     test loss and accuracy and ||W||_F are those of the final weights the trainer returns
     (x, BatchNorm's statistics re-estimated there), not of the network it trained (y)."""
-    recipe = tiny_recipe(optimizer="schedule_free_adamw", momentum=0.0, schedule="constant",
+    recipe = tiny_recipe(optimizer="schedule_free_adamw", schedule="constant",
                          lr0=2e-3, l2=1e-4)
     pack = pack_of(recipe, [(1.0, 0), (2.0, 1)])
     result = train(pack, splits, tmp_path)
@@ -182,7 +182,7 @@ def test_measuring_bn_var_ratio_changes_no_training_number(splits, tmp_path, mon
 
 
 def test_clocks_under_a_constant_rate(splits, tmp_path):
-    recipe = tiny_recipe(schedule="constant", optimizer="sgd", momentum=0.0, l2=1e-3, epochs=2)
+    recipe = tiny_recipe(schedule="constant", optimizer="sgd", l2=1e-3, epochs=2)
     train(pack_of(recipe, [(1.0, 0)]), splits, tmp_path)
     history, _ = read_records(tmp_path / Run(recipe, 1.0, 0).run_dir)
     k = recipe.steps_per_epoch * history["epoch"]
@@ -219,7 +219,7 @@ def test_non_finite_loss_marks_divergence_and_keeps_finite_history():
 
 def test_a_diverging_run_stops_while_the_others_go_on(splits, tmp_path):
     # Plain SGD at a huge rate: the run with huge initial logits blows up, the other not.
-    recipe = tiny_recipe(optimizer="sgd", momentum=0.0, lr0=0.5, epochs=2)
+    recipe = tiny_recipe(optimizer="sgd", lr0=0.5, epochs=2)
     result = train(pack_of(recipe, [(1.0, 0), (1e20, 0)]), splits, tmp_path)
     by_sigma = {s["sigma_w"]: s for s in result.summaries}
     assert by_sigma[1e20]["diverged"] and by_sigma[1e20]["diverged_epoch"] == 1

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from initmem import checkout
+from initmem.errors import InputError
 from initmem.plan import memory
 from initmem.plan.inputs import load_yaml
 from initmem.plan.optimizers import (
@@ -34,7 +35,7 @@ from initmem.plan.schema import (
     invalid,
     schema_defaults,
 )
-from initmem.plan.spec import Pack, Recipe, Run, SpecError
+from initmem.plan.spec import FORMER_FIELDS, Pack, Recipe, Run, SpecError, former_fields_moved
 from initmem.vocabulary import sigma_w_key
 
 __all__ = ["ConfigError", "archived", "asked_runs", "expand_runs",
@@ -67,6 +68,9 @@ IN_CHECKOUT = (("execution", "throughput_csv"),)
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise ConfigError naming every bad key, value and what is allowed; return the
     config with defaults filled in (the input is not modified)."""
+    former = _former_field_problems(config) if isinstance(config, dict) else []
+    if former:
+        raise invalid(former)
     check_schema(config)
     config = schema_defaults(copy.deepcopy(config))
     _check_names(config)
@@ -88,11 +92,54 @@ def experiment_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def archived(config: Any) -> dict[str, Any]:
-    """An archive's experiment config, marked as read from an archive whatever it says."""
+    """An archive's experiment config, marked as read from an archive whatever it says,
+    in today's spelling (an archive made before record schema 5 wrote its optimizers'
+    momentum and decays as recipe fields: `former_fields_upgraded`)."""
     if not isinstance(config, dict):
         raise ConfigError(f"invalid config: an archive's config must be a mapping, not "
                           f"{type(config).__name__}")
-    return {**config, FROM_ARCHIVE: True}
+    return {**former_fields_upgraded(config), FROM_ARCHIVE: True}
+
+
+def former_fields_upgraded(config: dict[str, Any]) -> dict[str, Any]:
+    """A config of before record schema 5 as today's: in each of its recipe mappings
+    (`_recipe_mappings`), the optimizer settings that were recipe fields moved into
+    `hyperparameters` (spec.former_fields_moved); the input is not modified."""
+    config = copy.deepcopy(config)
+    for where, mapping in _recipe_mappings(config):
+        try:
+            moved = former_fields_moved(mapping)
+        except InputError as err:
+            raise ConfigError(f"invalid config: {where}: {err}") from None
+        mapping.clear()
+        mapping.update(moved)
+    return config
+
+
+def _recipe_mappings(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, mapping) of each part of a config that sets recipe fields: common, each
+    optimizer's entry, each family's recipe and variants (a part of another type is left
+    to the schema's check)."""
+    parts = [("common", config.get("common"))]
+    optimizers, families = config.get("optimizers"), config.get("families")
+    if isinstance(optimizers, dict):
+        parts += [(f"optimizers.{name}", entry) for name, entry in optimizers.items()]
+    for fam, spec in families.items() if isinstance(families, dict) else []:
+        if isinstance(spec, dict):
+            variants = spec.get("variants") if isinstance(spec.get("variants"), list) else []
+            parts += [(f"families.{fam}.recipe", spec.get("recipe")),
+                      *((f"families.{fam}.variants[{i}]", v) for i, v in enumerate(variants))]
+    return [(where, mapping) for where, mapping in parts if isinstance(mapping, dict)]
+
+
+def _former_field_problems(config: dict[str, Any]) -> list[str]:
+    """A typed config that sets an optimizer setting as the recipe field it was before
+    record schema 5: each named, with how to write it now."""
+    return [f"{where}.{name}={mapping[name]!r} is not allowed; {name} is an optimizer "
+            f"hyperparameter now: write hyperparameters: {{{FORMER_FIELDS[name][1]}: "
+            f"{mapping[name]}}} (docs/recipe.md)"
+            for where, mapping in _recipe_mappings(config) for name in FORMER_FIELDS
+            if name in mapping]
 
 
 def _check_names(config: dict[str, Any]) -> None:
@@ -233,13 +280,13 @@ def _check_matches(fam: str, key: str, patterns: list[dict], points: list[dict])
 
 def _recipe(config: dict[str, Any], fam: str, point: dict[str, Any]) -> Recipe:
     spec = config["families"][fam]
-    common, explicit = config.get("common", {}), {**spec.get("recipe", {}), **point}
-    table1 = config["optimizers"].get({**common, **explicit}.get("optimizer"), {})
+    common, recipe = config.get("common", {}), spec.get("recipe", {})
+    table1 = config["optimizers"].get({**common, **recipe, **point}.get("optimizer"), {})
     defaults = {k: v for k, v in table1.items() if k not in DISPLAY_KEYS + ECHOED_KEYS}
-    fields = {**common, **defaults, **explicit}  # precedence: common < Table 1 < family
-    fields["hyperparameters"] = {**common.get("hyperparameters", {}),  # merged key by key
-                                 **defaults.get("hyperparameters", {}),
-                                 **explicit.get("hyperparameters", {})}
+    levels = (common, defaults, recipe, point)  # precedence: common < Table 1 < family
+    fields = {k: v for level in levels for k, v in level.items()}
+    fields["hyperparameters"] = {k: v for level in levels  # merged key by key
+                                 for k, v in level.get("hyperparameters", {}).items()}
     try:
         return Recipe(family=fam, **fields)
     except SpecError as err:

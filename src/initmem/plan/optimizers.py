@@ -15,13 +15,12 @@ code it holds one literal, `DECLARATION = {...}`, that every other stage reads f
     tolerance        the largest difference allowed against `reference` (default 1e-12)
     adaptive         an adaptive method in the paper's sense: Fig. 6's right column, the
                      claims' `adaptive: true` cells, Adam's published epochs in the cost model
-    takes            the recipe fields beyond lr0 it reads (momentum, weight_decay,
-                     muon_adam_weight_decay); a config setting another is refused
-    requires         of those, the ones that must be > 0 (SGD with momentum's momentum)
-    kernel_decay     the Recipe property that decays the conv kernels (the clock T_L2's
-                     lambda; default weight_decay)
-    hyperparameters  its own hyperparameters, Keras' names -> Keras' defaults; a config sets
-                     them per optimizer (`optimizers.<name>.hyperparameters`) or per family.
+    hyperparameters  every setting of the optimizer beyond lr0 and its schedule, Keras'
+                     names -> defaults (Keras', but weight_decay 0 for every optimizer, as
+                     the paper's recipe reads; null: derived by the optimizer, Muon's
+                     adam_weight_decay following weight_decay); a config sets them per
+                     optimizer (`optimizers.<name>.hyperparameters`) or per family, and
+                     one not declared is refused.
                      `build` gets them as Python floats: Keras casts a Python float through
                      float32 where it writes ops.cast(self.x, dtype) or an initializer's
                      constant (Adagrad's initial_accumulator_value 0.1 is 0.10000000149
@@ -29,6 +28,9 @@ code it holds one literal, `DECLARATION = {...}`, that every other stage reads f
                      self.epsilon). A slot's or run scalar's initial value is cast for you
                      (_base's _add_slot, _add_run_scalar); elsewhere pass the value through
                      keras_float where the Keras line casts it (training/optimizers/_base.py)
+    requires         of those, the ones that must be > 0 (SGD with momentum's momentum)
+    kernel_decay     the hyperparameter that decays the conv kernels (the clock T_L2's
+                     lambda; default weight_decay; null falls back to weight_decay)
     base             another optimizer whose declaration this one starts from (all but its
                      label, tex_label and references), e.g. AdamW from Adam
 
@@ -50,7 +52,6 @@ from initmem.errors import InputError
 from initmem.markup import tex_escape
 
 OPTIMIZER_DIR = Path(__file__).resolve().parents[1] / "training" / "optimizers"
-RECIPE_FIELDS = ("momentum", "weight_decay", "muon_adam_weight_decay")  # what `takes` names
 # The keys of an `optimizers` config entry that say how it is shown, not how it trains.
 DISPLAY_KEYS = ("label", "tex_label", "colour", "notes")
 # Keys of an entry that older configs and archives' manifests carry: they must agree with
@@ -71,7 +72,6 @@ class OptimizerDeclaration:
     tex_label: str
     keras: str | None
     adaptive: bool
-    takes: tuple[str, ...]
     requires: tuple[str, ...] = ()
     kernel_decay: str = "weight_decay"
     hyperparameters: dict[str, float] = field(default_factory=dict)
@@ -105,16 +105,14 @@ def _declaration(path: Path) -> OptimizerDeclaration:
         raise InputError(f"{path}: DECLARATION keys {bad or ''} not allowed / label missing; "
                          f"keys must be among {', '.join(sorted(allowed))}, label required")
     data = {"tex_label": tex_escape(data["label"]), "keras": None, "adaptive": False,
-            "takes": (), **data}
-    for key in ("takes", "requires"):
-        data[key] = tuple(data.get(key, ()))
-        unknown = [f for f in data[key] if f not in RECIPE_FIELDS]
-        if unknown:
-            raise InputError(f"{path}: DECLARATION {key}={unknown} is not allowed; recipe "
-                             f"fields an optimizer may take: {', '.join(RECIPE_FIELDS)}")
-    if not set(data["requires"]) <= set(data["takes"]):
-        raise InputError(f"{path}: DECLARATION requires {list(data['requires'])} must be "
-                         f"among takes {list(data['takes'])}")
+            "hyperparameters": {}, **data}
+    data["requires"] = tuple(data.get("requires", ()))
+    named = ["weight_decay", *data["requires"], data.get("kernel_decay", "weight_decay")]
+    if not set(named) <= set(data["hyperparameters"]):
+        raise InputError(f"{path}: DECLARATION hyperparameters must hold weight_decay (every "
+                         "optimizer decays, Optimizer.decoupled_decays), requires "
+                         f"{list(data['requires'])} and kernel_decay; it has "
+                         f"{', '.join(data['hyperparameters']) or 'none'}")
     return OptimizerDeclaration(name=path.stem, **data)
 
 
@@ -141,27 +139,58 @@ def hyperparameter_text(name: str, values: dict[str, Any]) -> str | None:
     """A recipe's hyperparameters as it stores them: the values that differ from the
     declaration's defaults, 'key=value' sorted and comma-joined (None when none differ, so
     a recipe at the defaults keeps the spec, id and hash it had before they were settable).
-    Raises InputError naming a key the optimizer does not take or a value that is no number."""
-    defaults = declarations()[name].hyperparameters
+    Raises InputError naming a key the optimizer does not take or a value that is no number,
+    or a required one (`requires`) that is not > 0."""
+    declared = declarations()[name]
+    defaults = declared.hyperparameters
     for key, value in values.items():
         if key not in defaults:
             allowed = ", ".join(defaults) or "none"
             raise InputError(f"hyperparameters.{key}={value!r} is not allowed for optimizer "
                              f"{name}; its hyperparameters: {allowed}")
-        integer = isinstance(defaults[key], int)  # ns_steps: a count
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value) or (integer and value != int(value)):
+        if not _allowed(value, defaults[key]):
+            kind = "an integer" if isinstance(defaults[key], int) else "a finite number"
+            nullable = " or null" if defaults[key] is None else ""
             raise InputError(f"hyperparameters.{key}={value!r} is not allowed; it must be "
-                             f"{'an integer' if integer else 'a finite number'}")
-    changed = {k: float(v) for k, v in sorted(values.items()) if float(v) != defaults[k]}
-    return ",".join(f"{k}={v!r}" for k, v in changed.items()) or None
+                             f"{kind}{nullable}")
+    for key in declared.requires:
+        if not values.get(key, defaults[key]) > 0:
+            raise InputError(f"hyperparameters.{key}={values[key]!r} is not allowed; it must "
+                             f"be > 0 for optimizer {name}")
+    return join_hyperparameters({k: v for k, v in values.items() if _number(v) != defaults[k]})
+
+
+def join_hyperparameters(values: dict[str, float]) -> str | None:
+    """Hyperparameters as a recipe stores them: 'key=value' as floats, sorted and
+    comma-joined; None for none (parse_hyperparameters reads it back)."""
+    return ",".join(f"{k}={float(v)!r}" for k, v in sorted(values.items())) or None
+
+
+def _allowed(value: Any, default: float | None) -> bool:
+    """A finite number (an integer where the default is one: ns_steps counts), or null
+    where the default is (the optimizer derives it)."""
+    if value is None:
+        return default is None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and (not isinstance(default, int) or value == int(value))
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def parse_hyperparameters(text: str | None) -> dict[str, float]:
-    """The inverse of hyperparameter_text: {} for None."""
+    """The inverse of join_hyperparameters: {} for None; InputError naming a text that is
+    not 'key=value,...' of numbers (a spec or record from elsewhere)."""
     if not text:
         return {}
-    return {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+    try:
+        return {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise InputError(f"hyperparameters={text!r} is not allowed; hyperparameters must be "
+                         "a mapping of names to numbers, or a spec's 'key=value,...' of "
+                         "them") from None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -24,7 +25,6 @@ from initmem.errors import InputError, naming
 from initmem.plan.inputs import check_spec, load_yaml
 from initmem.plan.optimizers import (
     OPTIMIZERS,
-    RECIPE_FIELDS,
     OptimizerDeclaration,
     declarations,
     hyperparameter_text,
@@ -36,8 +36,16 @@ from initmem.vocabulary import sigma_w_key
 # Recipe fields newer than some records and specs: left at their default they are left
 # out of a spec (so pack hashes, checkpoints and spec files stay as they were), and a
 # record without the column was made with the default.
-LATER_FIELDS = {"muon_adam_weight_decay": None, "best_test_subset": None,
-                "hyperparameters": None}
+LATER_FIELDS = {"best_test_subset": None, "hyperparameters": None}
+# Optimizer settings that were Recipe fields before record schema 5 (spec files and configs
+# of then), with the value they meant unset, and the hyperparameter each is now (Keras'
+# names): records and archived configs of then are read through `former_fields_moved`.
+FORMER_FIELDS = {"momentum": (0.0, "momentum"), "weight_decay": (0.0, "weight_decay"),
+                 "muon_adam_weight_decay": (None, "adam_weight_decay")}
+# How a recipe id names a hyperparameter off its default: these three as they were named
+# when they were fields (so run ids, and the record folders they name, stay the same);
+# every other as key=value.
+ID_TAGS = {"momentum": "mom", "weight_decay": "wd", "adam_weight_decay": "awd"}
 # A recipe field's domain (type, range, the names allowed) is declared once, in the
 # config schema's $defs/field (plan/schemas/config.schema.yaml): the config, a pack spec
 # and a Recipe built in code are each checked against that one declaration.
@@ -105,14 +113,9 @@ class Recipe:
     lr0: float = 1e-3
     schedule: str = "cosine"
     cosine_alpha: float = 0.01
-    momentum: float = 0.0  # SGD family (0 or 0.9); Muon-orthogonal uses its own 0.95
-    weight_decay: float = 0.0  # decoupled lambda (AdamW, Muon)
-    # Keras Muon's adam_weight_decay, the decay of every variable on its AdamW path (all of
-    # them for the paper's Muon). null: weight_decay on both paths, the paper's stated
-    # lambda; 0.004: Keras' default, had the authors set only Muon(weight_decay=...).
-    muon_adam_weight_decay: float | None = None
-    # the optimizer's own hyperparameters (its declaration's, Keras' names) where they
-    # differ from its defaults: a mapping in, stored as "key=value,..." (None: defaults)
+    # every setting of the optimizer (its declaration's, Keras' names: momentum,
+    # weight_decay, beta_1, ...) where it differs from its default: a mapping in, stored
+    # as "key=value,..." (None: all at their defaults)
     hyperparameters: str | None = None
     l2: float = 0.0  # Keras L2(l) on kernels: loss += l * sum(W^2)
     augment: bool = False
@@ -136,7 +139,6 @@ class Recipe:
         _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
                f"one of {', '.join(OPTIMIZERS)}")
         self._check_hyperparameters()
-        self._check_optimizer_fields()
         n_train, n_eval = DATASET_SIZES[self.dataset]
         for key, most in (("train_subset", n_train), ("eval_subset", n_eval),
                           ("best_test_subset", n_eval)):
@@ -151,29 +153,17 @@ class Recipe:
                f"at most the {self.n_train} training images of an epoch")
 
     def _check_hyperparameters(self) -> None:
+        """The optimizer's settings against its declaration, each in its domain (a spec's
+        text as a config's mapping), kept in one spelling so that hashes agree."""
         value = self.hyperparameters
-        if isinstance(value, str):
-            value = parse_hyperparameters(value)
-        _check(value is None or isinstance(value, dict), "hyperparameters", value,
-               "null or a mapping of the optimizer's hyperparameters to numbers")
         try:
+            if isinstance(value, str):
+                value = parse_hyperparameters(value)
+                check_field("hyperparameters", value)
             text = hyperparameter_text(self.optimizer, value or {})
         except InputError as err:
             raise SpecError(str(err)) from None
-        object.__setattr__(self, "hyperparameters", text)  # one spelling: hashes agree
-
-    def _check_optimizer_fields(self) -> None:
-        """The recipe fields an optimizer does not take stay at their defaults; the ones it
-        requires are set (its declaration says which)."""
-        declared = self.declaration
-        for key in RECIPE_FIELDS:
-            value, unset = getattr(self, key), Recipe.__dataclass_fields__[key].default
-            if key in declared.requires:
-                _check(value != unset, key, value, f"> 0 for optimizer {self.optimizer}")
-            elif key not in declared.takes and value != unset:
-                takers = [n for n, d in declarations().items() if key in d.takes]
-                _check(False, key, value, f"{'null' if unset is None else unset} for "
-                       f"optimizer {self.optimizer} (only {', '.join(takers)} take {key})")
+        object.__setattr__(self, "hyperparameters", text)
 
     @property
     def declaration(self) -> OptimizerDeclaration:
@@ -181,24 +171,24 @@ class Recipe:
         return declarations()[self.optimizer]
 
     @property
-    def optimizer_hyperparameters(self) -> dict[str, float]:
-        """The optimizer's hyperparameters as trained: its defaults, then this recipe's (of
-        the default's type: ns_steps stays a count)."""
+    def optimizer_hyperparameters(self) -> dict[str, float | None]:
+        """The optimizer's settings as trained: its defaults, then this recipe's (an
+        integer where the default is one: ns_steps stays a count)."""
         own = parse_hyperparameters(self.hyperparameters)
-        return {k: type(v)(own.get(k, v)) for k, v in self.declaration.hyperparameters.items()}
+        return {k: int(own[k]) if k in own and isinstance(v, int) else own.get(k, v)
+                for k, v in self.declaration.hyperparameters.items()}
 
     @property
-    def muon_adam_decay(self) -> float:
-        """The decay of Muon's AdamW path: muon_adam_weight_decay, else weight_decay."""
-        if self.muon_adam_weight_decay is None:
-            return self.weight_decay
-        return self.muon_adam_weight_decay
+    def weight_decay(self) -> float:
+        """The decoupled decay lambda (every optimizer declares one)."""
+        return self.optimizer_hyperparameters["weight_decay"]
 
     @property
     def shrinkage(self) -> float:
         """lambda of the clock T_L2: the L2 coefficient plus the decoupled decay acting on
-        the conv kernels (for the paper's Muon, its AdamW path's)."""
-        return self.l2 + getattr(self, self.declaration.kernel_decay)
+        the conv kernels (for the paper's Muon, its AdamW path's; null there: weight_decay)."""
+        kernel_decay = self.optimizer_hyperparameters.get(self.declaration.kernel_decay)
+        return self.l2 + (self.weight_decay if kernel_decay is None else kernel_decay)
 
     @property
     def n_train(self) -> int:
@@ -226,18 +216,13 @@ class Recipe:
         return self.epochs * self.steps_per_epoch
 
     @property
-    def recipe_id(self) -> str:  # noqa: C901 (one flat `if` per optional tag, in id order)
+    def recipe_id(self) -> str:
         """Readable, unique folder name of the recipe (everything but b and the family)."""
         parts = [f"{self.arch}", f"w{self.width:g}", self.optimizer, f"lr{self.lr0:g}",
                  self.schedule, f"e{self.epochs}"]
-        if self.momentum and "momentum" not in self.declaration.requires:
-            parts.append(f"mom{self.momentum:g}")
-        if self.weight_decay:
-            parts.append(f"wd{self.weight_decay:g}")
-        if self.muon_adam_weight_decay is not None:
-            parts.append(f"awd{self.muon_adam_weight_decay:g}")
-        for key, value in parse_hyperparameters(self.hyperparameters).items():
-            parts.append(f"{key}={value:g}")
+        changed = parse_hyperparameters(self.hyperparameters)
+        parts += [f"{tag}{changed.pop(key):g}" for key, tag in ID_TAGS.items() if key in changed]
+        parts += [f"{key}={value:g}" for key, value in changed.items()]
         if self.l2:
             parts.append(f"l2{self.l2:g}")
         if self.augment:
@@ -253,6 +238,36 @@ class Recipe:
         if self.best_test_subset:
             parts.append(f"t{self.best_test_subset}")
         return "-".join(parts)
+
+
+def former_fields_moved(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Recipe fields of before record schema 5 (a config's or a record's) as today's: each
+    of FORMER_FIELDS set off its unset value (null: not recorded, unset) joins
+    `hyperparameters` (a mapping) as the hyperparameter it is now; one set there too wins.
+    InputError where their text is no 'key=value,...' of numbers."""
+    fields = dict(fields)
+    own = fields.get("hyperparameters") or {}
+    if isinstance(own, str):
+        own = parse_hyperparameters(own)
+    if not isinstance(own, Mapping):  # the config schema's check names it
+        return fields
+    moved = {key: value for name, (unset, key) in FORMER_FIELDS.items()
+             if (value := fields.pop(name, unset)) not in (unset, None)}
+    if moved or own:
+        fields["hyperparameters"] = {**moved, **own}
+    return fields
+
+
+def upgraded_hyperparameters(row: Mapping[str, Any]) -> str | None:
+    """The `hyperparameters` a record row of before schema 5 has today (its former fields
+    moved in), spelled as its Recipe spells it, so that it compares equal to a planned
+    run's. InputError where they make none for its optimizer."""
+    values = former_fields_moved(row).get("hyperparameters") or {}
+    optimizer = row.get("optimizer")
+    if optimizer not in OPTIMIZERS:
+        raise InputError(f"optimizer={optimizer!r} is not allowed; optimizer must be one of "
+                         f"{', '.join(OPTIMIZERS)}")
+    return hyperparameter_text(optimizer, values)
 
 
 def recipe_dict(recipe: Recipe) -> dict[str, Any]:

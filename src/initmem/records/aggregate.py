@@ -5,7 +5,7 @@ runs.parquet: one row per EXPECTED run of the config, in config order: its spec 
 status "missing" and null outcomes, so a partial result never looks complete.
 epochs.parquet: every history row of the expected runs, joined with its run's spec
 columns and record_source. Records of an older schema read with the columns they lack
-(records.files.with_later_fields): bn_var_ratio is NaN before schema 3.
+(records.files.upgraded): bn_var_ratio is NaN before schema 3.
 
 Records come from the run folders (<records>/<run_dir>/) or from a runs archive
 (initmem.archive); both give the same tables. Records of runs the config does not expect
@@ -42,7 +42,7 @@ from initmem.records.files import (
     read_folder_records,
     summary_columns,
     typed,
-    with_later_fields,
+    upgraded,
 )
 from initmem.vocabulary import MISSING
 
@@ -71,7 +71,7 @@ def typed_summaries(summaries: pa.Table) -> pd.DataFrame:
     """Summary records as a frame with the record dtypes; RecordError names a column
     they lack or a value not of its column's type (records.files.typed)."""
     columns = summary_columns()
-    return typed(with_later_fields(summaries, columns).to_pandas(), columns, "summary records")
+    return typed(upgraded(summaries, columns).to_pandas(), columns, "summary records")
 
 
 def _outcomes(specs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
@@ -107,7 +107,7 @@ def _epochs(table: pd.DataFrame, histories: pa.Table) -> pa.Table:
     """History rows of expected runs with their spec columns, in run and epoch order."""
     spec_cols = [c for c in spec_columns() if c != "run_id"] + ["record_source"]
     specs = pa.Table.from_pandas(table[["run_id", *spec_cols]], preserve_index=False)
-    histories = with_later_fields(histories, HISTORY_COLUMNS).select(list(HISTORY_COLUMNS))
+    histories = upgraded(histories, HISTORY_COLUMNS).select(list(HISTORY_COLUMNS))
     row = pc.index_in(histories["run_id"], value_set=specs["run_id"])
     keep = pc.is_valid(row)
     histories, row = histories.filter(keep), row.filter(keep)

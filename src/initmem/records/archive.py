@@ -61,8 +61,8 @@ from initmem.records.files import (
     sealed,
     summary_columns,
     typed,
+    upgraded,
     verified,
-    with_later_fields,
     write_records,
 )
 
@@ -124,7 +124,7 @@ def _manifest_digest(manifest: dict[str, Any]) -> str:
 
 def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
     """(summaries, histories) of an archive, an older schema's with the later columns
-    (with_later_fields); RecordError names what is wrong with it: a damaged member, or
+    (upgraded); RecordError names what is wrong with it: a damaged member, or
     the first value out of its column's type or range (files.checked)."""
     members = {"summary.parquet": (summary_columns(), OUTCOME_RANGES),
                "history.parquet": (HISTORY_COLUMNS, HISTORY_RANGES)}
@@ -143,7 +143,7 @@ def read_archive(path: str | Path) -> tuple[pa.Table, pa.Table]:
         checked(table, columns, ranges, _row_of(f"{path}:{name}", table))
         if not tables:  # the summaries, whose epochs bound the history's rows
             _check_unique(table, f"{path}:{name}")
-        tables.append(with_later_fields(table, columns))
+        tables.append(upgraded(table, columns))
     return tables[0], tables[1]
 
 

@@ -1,6 +1,6 @@
 """Run records: one tidy per-epoch history and one summary row per run, as Parquet.
 
-Schema (version 4; bump SCHEMA_VERSION on any change of names, meaning or dtype):
+Schema (version 5; bump SCHEMA_VERSION on any change of names, meaning or dtype):
 
 history.parquet, one row per run and epoch (epoch = 1, 2, ...; as Keras logs them):
     run_id, epoch,
@@ -52,10 +52,13 @@ summary.parquet, one row per run: every spec field (see spec.Run.as_row), then
     record_source              trained | generated (synthetic records, never results)
     schema_version
 
-Schema 2 records (before bn_var_ratio) and 3 (before host, slurm_job_id and
-resumed_from_epoch) still read: a column of LATER_COLUMNS that a record lacks reads as
-NaN, not measured, or null, not recorded (as a recipe field of spec.LATER_FIELDS reads as
-its default).
+Schema 2 records (before bn_var_ratio), 3 (before host, slurm_job_id and
+resumed_from_epoch) and 4 (before the optimizer's momentum and decays joined its
+hyperparameters) still read (`upgraded`): a column of LATER_COLUMNS that a record lacks
+reads as NaN, not measured, or null, not recorded (as a recipe field of spec.LATER_FIELDS
+reads as its default), and the former recipe fields momentum, weight_decay and
+muon_adam_weight_decay read as the hyperparameters they are now (spec.FORMER_FIELDS; the
+run ids they named stay the same).
 
 Every file carries, in its Parquet key-value metadata under `initmem.sha256`, the SHA-256
 of its content (column names, nulls and values; `content_digest`), and every read checks
@@ -94,11 +97,18 @@ import pyarrow.parquet as pq
 from initmem import __version__
 from initmem.errors import InputError, naming
 from initmem.plan.schema import schema
-from initmem.plan.spec import LATER_FIELDS, Recipe, Run, spec_columns
+from initmem.plan.spec import (
+    FORMER_FIELDS,
+    LATER_FIELDS,
+    Recipe,
+    Run,
+    spec_columns,
+    upgraded_hyperparameters,
+)
 from initmem.untrusted import inside, read_bytes
 from initmem.vocabulary import COMPLETED, DIVERGED, EARLY_STOPPED, INTERP_THRESHOLD, TRAINED
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 OLDEST_SCHEMA_VERSION = 2  # the oldest that reads: it lacks LATER_COLUMNS only
 DIGEST_KEY = b"initmem.sha256"
 # Uncompressed bytes a record row may take in a Parquet file: a summary row of
@@ -381,7 +391,7 @@ def checked(table: pa.Table, columns: dict[str, str], ranges: dict[str, Range],
             where: Where) -> pa.Table:
     """The table, once its values (with the later columns an older record lacks) are of
     their record dtypes and within their Ranges; RecordError names the first that is not."""
-    check_ranges(typed(with_later_fields(table, columns).to_pandas(), columns, where),
+    check_ranges(typed(upgraded(table, columns).to_pandas(), columns, where),
                  ranges, where)
     return table
 
@@ -494,7 +504,7 @@ def verified(table: pa.Table, where: object) -> pa.Table:
     stored = (table.schema.metadata or {}).get(DIGEST_KEY)
     if stored is None:
         raise RecordError(f"{where}: no initmem checksum (written by another tool or by an "
-                          f"initmem before record schema {SCHEMA_VERSION}); {REDO}")
+                          f"initmem before record schema {OLDEST_SCHEMA_VERSION}); {REDO}")
     try:
         actual = content_digest(table)
     except (pa.ArrowException, ValueError, UnicodeDecodeError) as err:
@@ -602,11 +612,13 @@ _ARROW_TYPES = {"string": pa.string(), "Int64": pa.int64(), "float64": pa.float6
                 "bool": pa.bool_()}
 
 
-def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
-    """Records (of `columns`: history or summary) written before some of their columns
-    existed, with those columns: a recipe field of spec.LATER_FIELDS holds its default
-    (the value they were made with), a column of LATER_COLUMNS NaN or null (not measured,
-    not recorded)."""
+def upgraded(table: pa.Table, columns: dict[str, str]) -> pa.Table:
+    """Records (of `columns`: history or summary) of an older schema as this one reads
+    them: the former recipe fields moved into `hyperparameters` (spec.FORMER_FIELDS), and
+    the columns they were written before: a recipe field of spec.LATER_FIELDS holds its
+    default (the value they were made with), a column of LATER_COLUMNS NaN or null (not
+    measured, not recorded)."""
+    table = _former_fields_moved(table)
     later = {**LATER_FIELDS, **LATER_COLUMNS}
     for name in [c for c in columns if c in later and c not in table.column_names]:
         column = pa.array([later[name]] * len(table), _ARROW_TYPES[columns[name]])
@@ -614,9 +626,30 @@ def with_later_fields(table: pa.Table, columns: dict[str, str]) -> pa.Table:
     return table
 
 
+def _former_fields_moved(table: pa.Table) -> pa.Table:
+    """Summary records of before schema 5: their hyperparameters with the former fields'
+    values moved in (spec.upgraded_hyperparameters), the former columns dropped."""
+    former = [name for name in FORMER_FIELDS if name in table.column_names]
+    if not former:
+        return table
+    kept = [c for c in ("run_id", "optimizer", "hyperparameters") if c in table.column_names]
+    text = pa.array([_upgraded(row) for row in table.select([*former, *kept]).to_pylist()],
+                    pa.string())
+    table = table.drop_columns([c for c in (*former, "hyperparameters") if c in table.column_names])
+    return table.append_column("hyperparameters", text)
+
+
+def _upgraded(row: dict[str, Any]) -> str | None:
+    try:
+        return upgraded_hyperparameters(row)
+    except InputError as err:
+        raise RecordError(f"run {row.get('run_id')!r} (a record of schema 4 or older): its "
+                          f"momentum and decays make no valid hyperparameters: {err}") from None
+
+
 def _frame(table: pa.Table, path: Path, columns: dict[str, str],
            ranges: dict[str, Range]) -> pd.DataFrame:
-    frame = typed(with_later_fields(table, columns).to_pandas(), columns, str(path))
+    frame = typed(upgraded(table, columns).to_pandas(), columns, str(path))
     check_ranges(frame, ranges, str(path))
     return frame
 

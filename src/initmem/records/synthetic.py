@@ -56,12 +56,17 @@ def memory(r: Recipe, clocks: pd.DataFrame, adaptive: bool) -> np.ndarray:
         floor = 0.05 * (r.b / 16) ** 0.45
         m = floor + (1 - floor) * np.exp(-clocks["T_adapt"].to_numpy() / 3)
     else:
-        t_eff = clocks["T_SGD"].to_numpy() / (1 - r.momentum) ** 2
+        t_eff = clocks["T_SGD"].to_numpy() / (1 - _momentum(r)) ** 2
         m = 1 / (1 + (t_eff / 1.4) ** 0.7)
     m = m * np.exp(-((clocks["T_L2"].to_numpy() / 0.75) ** 2))
     if r.augment:
         m = m * min(1.0, 0.35 + 0.1 * math.log2(r.b / 16))
     return m * (0.7 if ARCHITECTURES[r.arch].normalisation == "layer" else 1.0)
+
+
+def _momentum(r: Recipe) -> float:
+    """The SGD family's momentum (0 for SGD without)."""
+    return r.optimizer_hyperparameters.get("momentum", 0.0)
 
 
 def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Generator,
@@ -72,7 +77,6 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
     frac = (1 - np.exp(-(sigma - 0.1))) / (1 - math.exp(-2.4))  # 0 at 0.1, 1 at 2.5
     base = (ARCHITECTURES[r.arch].synthetic_accuracy + 0.045 * r.augment
             + 0.02 * (r.l2 > 0 and r.lr0 >= 1e-2))
-    unstable = r.lr0 / (1 - r.momentum) / r.b > 0.05  # the paper's b=16 best-recipe SGD
     if adaptive:
         base += -0.05 + 0.012 * logb
         noise, tau_i = 0.015, np.full(n, 30 * (16 / r.b) ** 0.5 + 5)
@@ -80,8 +84,9 @@ def outcome_targets(r: Recipe, sigma: np.ndarray, m: float, rng: np.random.Gener
         gap = 0.05 * (16 / r.b) ** 0.7 + 0.01
     else:
         base -= 0.015 * logb * m
+        unstable = r.lr0 / (1 - _momentum(r)) / r.b > 0.05  # the paper's b=16 best-recipe SGD
         noise, gap = (0.05 if unstable else 0.004), 0.004
-        boost = math.sqrt(r.lr0 / (1 - r.momentum) / 1e-3)
+        boost = math.sqrt(r.lr0 / (1 - _momentum(r)) / 1e-3)
         rise = 4 * (r.b / 16) ** 0.45
         tau_i = np.maximum(8, 9 * (r.b / 16) ** 0.1 * rise ** (frac * m) / boost)
         tau_b = 10 * (r.b / 16) ** 0.2 * (1 + 0.5 * r.b / 16 * frac * m)

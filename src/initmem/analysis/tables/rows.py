@@ -381,16 +381,17 @@ def optimizer_settings(runs: None, config: dict, declared: Artifact):
             continue
         recipe = recipes[name]
         decay = f"${latex_number(recipe.weight_decay)}$"
-        if recipe.muon_adam_weight_decay is not None:  # the other reading of Muon's lambda
-            decay += f" (AdamW path ${latex_number(recipe.muon_adam_weight_decay)}$)"
+        adam_path = recipe.optimizer_hyperparameters.get("adam_weight_decay")
+        if adam_path is not None:  # the other reading of Muon's lambda
+            decay += f" (AdamW path ${latex_number(adam_path)}$)"
         rows.append({"label": shown.label, "lr0": f"${latex_number(recipe.lr0)}$",
                      "momentum": _momentum_cell(recipe), "weight_decay": decay,
                      "notes": _notes_cell(shown.notes, recipe),
                      # every hyperparameter as trained (the report's Table 1 shows them;
                      # the PDF's keeps the paper's columns and notes the moved ones)
                      "hyperparameters": ", ".join(
-                         f"{k}={v:g}" for k, v in recipe.optimizer_hyperparameters.items())
-                     or "---"})
+                         f"{k}={v:g}" for k, v in recipe.optimizer_hyperparameters.items()
+                         if v is not None) or "---"})
     first = next(iter(recipes.values()))
     adam_like = next((r.optimizer_hyperparameters for r in recipes.values()
                       if "beta_2" in r.declaration.hyperparameters), {})
@@ -401,16 +402,22 @@ def optimizer_settings(runs: None, config: dict, declared: Artifact):
 
 
 def _momentum_cell(recipe: Recipe) -> str:
-    """Table 1's momentum: the recipe's where the optimizer takes one, else its beta_1."""
-    if "momentum" in recipe.declaration.takes:
-        return f"${latex_number(recipe.momentum)}$"
-    beta_1 = recipe.optimizer_hyperparameters.get("beta_1")
+    """Table 1's momentum, as the paper shows it: the SGD family's (0 for SGD without), an
+    adaptive method's beta_1 where it has one (not Muon's own momentum: ---)."""
+    settings = recipe.optimizer_hyperparameters
+    if not recipe.declaration.adaptive:
+        return f"${latex_number(settings.get('momentum', 0.0))}$"
+    beta_1 = settings.get("beta_1")
     return "---" if beta_1 is None else rf"$\beta_{{1}}{{=}}{beta_1:g}$"
 
 
 def _notes_cell(notes: str, recipe: Recipe) -> str:
-    """The config's notes, then any hyperparameter set away from its Keras default."""
-    changed = parse_hyperparameters(recipe.hyperparameters)
+    """The config's notes, then any hyperparameter set away from its default that the
+    momentum and decay columns do not show."""
+    shown = ("weight_decay", "adam_weight_decay",
+             *(() if recipe.declaration.adaptive else ("momentum",)))
+    changed = {k: v for k, v in parse_hyperparameters(recipe.hyperparameters).items()
+               if k not in shown}
     if not changed:
         return notes
     text = ", ".join(rf"\texttt{{{tex_escape(k)}}}$=${v:g}" for k, v in changed.items())

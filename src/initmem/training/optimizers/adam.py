@@ -10,8 +10,9 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, AdamMath, Optimizer
 
-DECLARATION = {"label": "Adam", "keras": "Adam", "adaptive": True, "takes": ["weight_decay"],
-               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}}
+DECLARATION = {"label": "Adam", "keras": "Adam", "adaptive": True,
+               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7,
+                                   "weight_decay": 0.0}}
 
 
 class Adam(Optimizer):
@@ -31,4 +32,5 @@ class Adam(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Adam:
     """The recipe's Adam: its weight_decay and its declared hyperparameters."""
-    return Adam(named_params, recipe.weight_decay, AdamMath(**recipe.optimizer_hyperparameters))
+    adam = recipe.optimizer_hyperparameters
+    return Adam(named_params, adam.pop("weight_decay"), AdamMath(**adam))

@@ -18,8 +18,8 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
-DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True, "takes": ["weight_decay"],
-               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.99}}
+DECLARATION = {"label": "Lion", "keras": "Lion", "adaptive": True,
+               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.99, "weight_decay": 0.0}}
 
 
 class Lion(Optimizer):
@@ -48,4 +48,4 @@ class Lion(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Lion:
     """The recipe's Lion: its weight_decay and its declared hyperparameters."""
-    return Lion(named_params, recipe.weight_decay, **recipe.optimizer_hyperparameters)
+    return Lion(named_params, **recipe.optimizer_hyperparameters)

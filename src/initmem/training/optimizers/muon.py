@@ -16,10 +16,10 @@ kernels too, flattened per run to (out, in*kh*kw); the output dense stays exclud
 Keras' Muon has two decay values: weight_decay for the Muon path and adam_weight_decay
 (default 0.004) for the AdamW path, which here is every variable. The paper gives Muon
 lambda = 1e-4 without naming the argument, so the recipe holds both readings: by default
-both paths decay at recipe.weight_decay (the paper's stated lambda); with
-muon_adam_weight_decay the AdamW path decays at that value (0.004: Keras' default, had
-the authors set only weight_decay). Keras' exclude_embeddings has no effect here (no
-embeddings) and is not modelled.
+both paths decay at weight_decay (the paper's stated lambda; adam_weight_decay null,
+this module's default); with adam_weight_decay set the AdamW path decays at that value
+(0.004: Keras' default, had the authors set only weight_decay). Keras'
+exclude_embeddings has no effect here (no embeddings) and is not modelled.
 """
 
 from __future__ import annotations
@@ -36,12 +36,11 @@ from initmem.training.optimizers._base import LR, AdamMath, Optimizer, keras_flo
 
 DECLARATION = {
     "label": "Muon", "keras": "Muon", "adaptive": True,
-    "takes": ["weight_decay", "muon_adam_weight_decay"],
-    "kernel_decay": "muon_adam_decay",  # the paper's exclude_layers leave every kernel to AdamW
+    "kernel_decay": "adam_weight_decay",  # the paper's exclude_layers leave every kernel to AdamW
     "hyperparameters": {"adam_beta_1": 0.9, "adam_beta_2": 0.999, "epsilon": 1e-7,
                         "adam_lr_ratio": 1.0, "momentum": 0.95, "ns_steps": 5,
                         "rms_rate": 0.2, "muon_a": 3.4445, "muon_b": -4.7750,
-                        "muon_c": 2.0315},
+                        "muon_c": 2.0315, "weight_decay": 0.0, "adam_weight_decay": None},
 }
 MUON_EXCLUDE_LAYERS = ("dense",)  # the paper's exclude_layers: the output layer
 _H = DECLARATION["hyperparameters"]
@@ -70,14 +69,15 @@ class Muon(Optimizer):
     flatten_conv=True also routes conv kernels, flattened per run (muon_orthogonal).
     """
 
-    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
+    def __init__(self, named_params: Iterable[tuple[str, nn.Parameter]],
                  exclude_layers: Iterable[str] = MUON_EXCLUDE_LAYERS,
-                 flatten_conv: bool = False, adam_weight_decay: float | None = None,
-                 hyperparameters: dict[str, float] | None = None):
-        """Muon over `named_params`: the Muon path decays at `weight_decay`, the AdamW path at
-        `adam_weight_decay` (None: the same); `hyperparameters` override the declared ones."""
-        super().__init__(named_params, weight_decay)
+                 flatten_conv: bool = False, hyperparameters: dict[str, float] | None = None):
+        """Muon over `named_params`, its declared hyperparameters overridden by
+        `hyperparameters`: the Muon path decays at weight_decay, the AdamW path at
+        adam_weight_decay (None: weight_decay)."""
         h = {**_H, **(hyperparameters or {})}
+        super().__init__(named_params, h["weight_decay"])
+        adam_weight_decay = h["adam_weight_decay"]
         self.adam = AdamMath(h["adam_beta_1"], h["adam_beta_2"], h["epsilon"])
         self.adam_lr_ratio, self.momentum, self.rms_rate = (
             h["adam_lr_ratio"], h["momentum"], h["rms_rate"])
@@ -114,6 +114,4 @@ class Muon(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
     """The recipe's Muon, routed as Keras routes it: both decays, the declared hyperparameters."""
-    return Muon(named_params, recipe.weight_decay,
-                adam_weight_decay=recipe.muon_adam_weight_decay,
-                hyperparameters=recipe.optimizer_hyperparameters)
+    return Muon(named_params, hyperparameters=recipe.optimizer_hyperparameters)

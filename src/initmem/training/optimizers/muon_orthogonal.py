@@ -17,6 +17,5 @@ DECLARATION = {"label": "Muon (orthogonal kernels)", "base": "muon", "keras": No
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Muon:
     """The recipe's Muon with the conv kernels on the orthogonalised path too."""
-    return Muon(named_params, recipe.weight_decay, flatten_conv=True,
-                adam_weight_decay=recipe.muon_adam_weight_decay,
+    return Muon(named_params, flatten_conv=True,
                 hyperparameters=recipe.optimizer_hyperparameters)

@@ -21,8 +21,9 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
-DECLARATION = {"label": "Nadam", "keras": "Nadam", "adaptive": True, "takes": ["weight_decay"],
-               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}}
+DECLARATION = {"label": "Nadam", "keras": "Nadam", "adaptive": True,
+               "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7,
+                                   "weight_decay": 0.0}}
 DECAY = 0.96  # Keras' fixed momentum-schedule base
 
 
@@ -59,4 +60,4 @@ class Nadam(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> Nadam:
     """The recipe's Nadam: its weight_decay and its declared hyperparameters."""
-    return Nadam(named_params, recipe.weight_decay, **recipe.optimizer_hyperparameters)
+    return Nadam(named_params, **recipe.optimizer_hyperparameters)

@@ -30,10 +30,10 @@ from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer
 
 DECLARATION = {
-    "label": "Schedule-Free AdamW", "adaptive": True, "takes": ["weight_decay"],
+    "label": "Schedule-Free AdamW", "adaptive": True,
     "reference": "schedulefree.AdamWScheduleFree", "tolerance": 1e-12,
     "hyperparameters": {"beta_1": 0.9, "beta_2": 0.999, "eps": 1e-8, "warmup_steps": 0,
-                        "r": 0.0, "weight_lr_power": 2.0},
+                        "r": 0.0, "weight_lr_power": 2.0, "weight_decay": 0.0},
 }
 
 
@@ -85,5 +85,4 @@ class ScheduleFreeAdamW(Optimizer):
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]
           ) -> ScheduleFreeAdamW:
     """The recipe's Schedule-Free AdamW: its weight_decay and its declared hyperparameters."""
-    return ScheduleFreeAdamW(named_params, recipe.weight_decay,
-                             **recipe.optimizer_hyperparameters)
+    return ScheduleFreeAdamW(named_params, **recipe.optimizer_hyperparameters)

@@ -10,7 +10,7 @@ from torch import nn
 from initmem.plan.spec import Recipe
 from initmem.training.optimizers._base import LR, Optimizer, keras_float
 
-DECLARATION = {"label": "SGD", "keras": "SGD", "takes": ["weight_decay"]}
+DECLARATION = {"label": "SGD", "keras": "SGD", "hyperparameters": {"weight_decay": 0.0}}
 
 
 class SGD(Optimizer):
@@ -40,4 +40,4 @@ class SGD(Optimizer):
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
     """The recipe's SGD without momentum, with its weight_decay."""
-    return SGD(named_params, 0.0, recipe.weight_decay)
+    return SGD(named_params, momentum=0.0, **recipe.optimizer_hyperparameters)

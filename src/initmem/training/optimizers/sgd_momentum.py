@@ -11,9 +11,10 @@ from initmem.plan.spec import Recipe
 from initmem.training.optimizers.sgd import SGD
 
 DECLARATION = {"label": "SGD with momentum", "tex_label": "SGD$~(\\beta=0.9)$",
-               "keras": "SGD", "takes": ["momentum", "weight_decay"], "requires": ["momentum"]}
+               "keras": "SGD", "requires": ["momentum"],
+               "hyperparameters": {"momentum": 0.9, "weight_decay": 0.0}}
 
 
 def build(recipe: Recipe, named_params: Iterable[tuple[str, nn.Parameter]]) -> SGD:
     """The recipe's SGD with its momentum and weight_decay."""
-    return SGD(named_params, recipe.momentum, recipe.weight_decay)
+    return SGD(named_params, **recipe.optimizer_hyperparameters)
