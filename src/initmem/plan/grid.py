@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,7 @@ def _former_field_problems(config: dict[str, Any]) -> list[str]:
     record schema 5: each named, with how to write it now."""
     return [f"{where}.{name}={mapping[name]!r} is not allowed; {name} is an optimizer "
             f"hyperparameter now: write hyperparameters: {{{FORMER_FIELDS[name][1]}: "
-            f"{mapping[name]}}} (docs/recipe.md)"
+            f"{json.dumps(mapping[name], default=str)}}} (docs/recipe.md)"
             for where, mapping in _recipe_mappings(config) for name in FORMER_FIELDS
             if name in mapping]
 
