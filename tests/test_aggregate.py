@@ -198,24 +198,31 @@ def with_former_fields(summary: pa.Table, version: int) -> pa.Table:
 
 @pytest.mark.parametrize("version", [2, 3, 4])
 def test_records_of_each_older_schema_read_as_the_runs_they_recorded(tmp_path, version):
-    """A momentum SGD run with decay, an AdamW run and Muon at Keras' AdamW-path decay,
-    written by the initmem of each schema, read back with the same spec."""
+    """Momentum SGD at its default (nothing to store) and with decay, AdamW, and from
+    schema 4 (which had muon_adam_weight_decay) Muon in both readings of its decay, written
+    by the initmem of each schema, read back, one folder or many, with the same spec."""
     base = dict(family="main", arch="resnet9", b=32, epochs=3, width=0.125,
                 dataset="synthetic", train_subset=64)
-    recipes = [Recipe(optimizer="sgd_momentum", hyperparameters={"weight_decay": 1e-3}, **base),
+    recipes = [Recipe(optimizer="sgd_momentum", **base),
+               Recipe(optimizer="sgd_momentum", hyperparameters={"weight_decay": 1e-3}, **base),
                Recipe(optimizer="adamw", hyperparameters={"weight_decay": 1e-4}, **base)]
     if version == 4:
-        recipes.append(Recipe(optimizer="muon", **base, hyperparameters={
-            "weight_decay": 1e-4, "adam_weight_decay": 0.004}))
-    runs = [Run(recipe, 0.5, 0) for recipe in recipes]
+        recipes += [Recipe(optimizer="muon", **base, hyperparameters={
+            "weight_decay": 1e-4, "adam_weight_decay": awd}) for awd in (None, 0.004)]
+    runs = [Run(recipe, 0.5, seed) for seed, recipe in enumerate(recipes)]
     for run in runs:
         write_fake_run(tmp_path, run)
         as_written_by_schema(version, tmp_path / run.run_dir)
         written = pq.read_table(tmp_path / run.run_dir / "summary.parquet")
         assert "weight_decay" in written.schema.names
+        summary = read_records(tmp_path / run.run_dir)[1]
+        assert not set(FORMER_FIELDS) & set(summary.columns)
+        assert summary["hyperparameters"].astype(object).where(
+            summary["hyperparameters"].notna(), None).tolist() == [run.recipe.hyperparameters]
     summaries, _ = aggregate.read_folder_records(tmp_path, runs)
     typed = aggregate.typed_summaries(summaries)
-    assert typed["hyperparameters"].tolist() == [r.hyperparameters for r in recipes]
+    assert typed["hyperparameters"].astype(object).where(
+        typed["hyperparameters"].notna(), None).tolist() == [r.hyperparameters for r in recipes]
     assert not aggregate.spec_mismatches(spec_table(runs), typed)
 
 

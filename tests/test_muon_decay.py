@@ -1,19 +1,15 @@
 """Muon's AdamW-path decay, its hyperparameter adam_weight_decay (both readings of the
 paper's lambda are checked against keras.optimizers.Muon in tests/test_keras_networks.py):
-unset it changes no recipe id or pack spec; records from before it read with its default,
-and records from when it was the recipe field muon_adam_weight_decay read as it."""
+unset it changes no recipe id or pack spec (records from when it was the recipe field
+muon_adam_weight_decay: tests/test_aggregate.py, each older schema)."""
 
 import re
 
-import pandas as pd
 import pytest
 import torch
-from fakes import write_fake_run
 
 from initmem.errors import InputError
-from initmem.plan.spec import Pack, Recipe, Run, spec_table
-from initmem.records import aggregate
-from initmem.records.files import atomic_write_parquet, read_records, read_sealed
+from initmem.plan.spec import Pack, Recipe, Run
 from initmem.training.models import build_model
 from initmem.training.optimizers import build_optimizer
 
@@ -75,33 +71,3 @@ def test_muon_decays_its_adamw_path_at_the_chosen_reading(value, adam_path_decay
     optimizer.step(0.1)
     assert model.dense.kernel[0, 0, 0].item() == pytest.approx(1 - 0.1 * adam_path_decay,
                                                                rel=1e-6)
-
-
-TINY = dict(width=0.125, dataset="synthetic", train_subset=64, epochs=1)
-
-
-@pytest.mark.parametrize(("recipe", "former"), [
-    (muon(**TINY), {"weight_decay": 1e-4}),  # schema 2 and 3: no muon_adam_weight_decay
-    (muon(**TINY), {"momentum": 0.0, "weight_decay": 1e-4, "muon_adam_weight_decay": None}),
-    (muon(0.004, **TINY), {"momentum": 0.0, "weight_decay": 1e-4,
-                           "muon_adam_weight_decay": 0.004}),
-    (Recipe(optimizer="sgd_momentum", **{**FIELDS, **TINY}),
-     {"momentum": 0.9, "weight_decay": 0.0, "muon_adam_weight_decay": None}),
-])
-def test_records_of_schema_4_and_before_read_with_the_former_fields_moved_in(
-        tmp_path, recipe, former):
-    """A summary as initmem wrote it when momentum and the decays were recipe fields (its
-    hyperparameters null) reads as the run it recorded: the same hyperparameters, spelled
-    as the planned run's, so aggregation finds no mismatch."""
-    run = Run(recipe, 1.0, 0)
-    write_fake_run(tmp_path, run)
-    path = tmp_path / run.run_dir / "summary.parquet"
-    old = read_sealed(path, 1, "one run").to_pandas().assign(
-        hyperparameters=None, schema_version=4, **former)
-    atomic_write_parquet(old, path)
-    summary = read_records(tmp_path / run.run_dir)[1]
-    stored = summary["hyperparameters"].iloc[0]
-    assert (pd.isna(stored) and recipe.hyperparameters is None) or stored == recipe.hyperparameters
-    assert not set(former) & set(summary.columns)
-    typed = aggregate.typed_summaries(read_sealed(path, 1, "one run"))
-    assert not aggregate.spec_mismatches(spec_table([run]), typed)
